@@ -1,0 +1,139 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { isRelayError } from '../errors.ts';
+import { loadConfig, redactUrl } from './load.ts';
+
+const DB = 'postgres://relay:s3cret@db:5432/app';
+
+describe('loadConfig', () => {
+  it('applies defaults', () => {
+    const { config } = loadConfig('run', ['--database-url', DB, '--kafka-brokers', 'k1:9092'], {});
+    expect(config.schema).toBe('public');
+    expect(config.publication).toBe('outbox_pub');
+    expect(config.slot).toBe('outbox_relay');
+    expect(config.topicTemplate).toBe('outbox.event.{aggregate_type}');
+    expect(config.markPublished).toBe(true);
+    expect(config.kafkaBrokers).toEqual(['k1:9092']);
+  });
+
+  it('takes flags over the config file over the environment', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const file = join(dir, 'relay.json');
+    writeFileSync(file, JSON.stringify({ batchSize: 50, slot: 'from_file', kafkaBrokers: ['f:1'] }));
+    const env = {
+      DATABASE_URL: DB,
+      OUTBOX_BATCH_SIZE: '7',
+      OUTBOX_SLOT: 'from_env',
+      OUTBOX_LINGER_MS: '9',
+      KAFKA_BROKERS: 'e:1',
+    };
+    const { config } = loadConfig('run', ['--config', file, '--batch-size', '100'], env);
+    expect(config.batchSize).toBe(100);
+    expect(config.slot).toBe('from_file');
+    expect(config.lingerMs).toBe(9);
+    expect(config.kafkaBrokers).toEqual(['f:1']);
+  });
+
+  it('parses booleans, --no- flags, lists and maps', () => {
+    const { config } = loadConfig(
+      'run',
+      [
+        '--no-mark-published',
+        '--topic-override',
+        'Order=orders',
+        '--topic-override',
+        'Customer=crm.customers',
+      ],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1, b:2', KAFKA_SSL: 'yes' },
+    );
+    expect(config.markPublished).toBe(false);
+    expect(config.kafkaSsl).toBe(true);
+    expect(config.kafkaBrokers).toEqual(['a:1', 'b:2']);
+    expect(config.topicOverrides).toEqual({ Order: 'orders', Customer: 'crm.customers' });
+  });
+
+  it('reads secrets from <ENV>_FILE', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    writeFileSync(join(dir, 'pw'), 'hunter2\n');
+    writeFileSync(join(dir, 'url'), `${DB}\n`);
+    const { config } = loadConfig('run', [], {
+      DATABASE_URL_FILE: join(dir, 'url'),
+      KAFKA_BROKERS: 'k:1',
+      KAFKA_SASL_MECHANISM: 'plain',
+      KAFKA_SASL_USERNAME: 'u',
+      KAFKA_SASL_PASSWORD_FILE: join(dir, 'pw'),
+    });
+    expect(config.kafkaSaslPassword).toBe('hunter2');
+    expect(config.databaseUrl).toBe(DB);
+  });
+
+  const bad: [string, string[], Record<string, string>, RegExp][] = [
+    ['missing database url', ['--kafka-brokers', 'k:1'], {}, /--database-url \/ DATABASE_URL: is required/],
+    [
+      'non-numeric batch size',
+      ['--batch-size', 'lots'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /--batch-size \(flag\): expected a whole number, got "lots"/,
+    ],
+    [
+      'enum out of range',
+      [],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1', OUTBOX_SINK: 'kinesis' },
+      /OUTBOX_SINK \(environment\): expected one of kafka, stdout/,
+    ],
+    [
+      'missing brokers',
+      ['--database-url', DB],
+      {},
+      /--kafka-brokers \/ KAFKA_BROKERS: is required with --sink kafka/,
+    ],
+    [
+      'bad template',
+      ['--topic-template', 'x.{aggregate}'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /unknown placeholder \{aggregate\}/,
+    ],
+    ['unknown flag', ['--kafka-broker', 'k:1'], { DATABASE_URL: DB }, /Unknown option '--kafka-broker'/],
+    [
+      'bad slot name',
+      ['--slot', 'My-Slot'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /not a valid slot name/,
+    ],
+    [
+      'bad override',
+      ['--topic-override', 'Order'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /expected KEY=VALUE/,
+    ],
+  ];
+  for (const [name, argv, env, message] of bad) {
+    it(`rejects ${name} with an error naming the field`, () => {
+      let caught: unknown;
+      try {
+        loadConfig('run', argv, env);
+      } catch (e) {
+        caught = e;
+      }
+      expect(isRelayError(caught, 'CONFIG_INVALID')).toBe(true);
+      expect((caught as Error).message).toMatch(message);
+    });
+  }
+
+  it('never echoes a secret in an error', () => {
+    let message = '';
+    try {
+      loadConfig('run', ['--kafka-sasl-mechanism', 'plain', '--kafka-sasl-password', 'hunter2'], {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+      });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/needs --kafka-sasl-username/);
+    expect(message).not.toContain('hunter2');
+    expect(redactUrl(DB)).toBe('postgres://relay:***@db:5432/app');
+  });
+});

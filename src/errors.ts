@@ -1,0 +1,84 @@
+/**
+ * One error model: every error the relay raises on purpose has a stable code,
+ * says whether retrying can help, keeps its cause, and (for codes an operator
+ * can hit) tells how to fix it.
+ */
+export const ErrorCode = {
+  CONFIG_INVALID: 'CONFIG_INVALID',
+  WAL_LEVEL_NOT_LOGICAL: 'WAL_LEVEL_NOT_LOGICAL',
+  ROLE_NOT_REPLICATION: 'ROLE_NOT_REPLICATION',
+  OUTBOX_TABLE_MISSING: 'OUTBOX_TABLE_MISSING',
+  PUBLICATION_MISSING: 'PUBLICATION_MISSING',
+  PUBLICATION_MISMATCH: 'PUBLICATION_MISMATCH',
+  SLOT_WRONG_PLUGIN: 'SLOT_WRONG_PLUGIN',
+  SLOT_OTHER_DATABASE: 'SLOT_OTHER_DATABASE',
+  SLOT_LIMIT_REACHED: 'SLOT_LIMIT_REACHED',
+  SLOT_ACTIVE_ELSEWHERE: 'SLOT_ACTIVE_ELSEWHERE',
+  SLOT_INVALIDATED: 'SLOT_INVALIDATED',
+  DATABASE_UNAVAILABLE: 'DATABASE_UNAVAILABLE',
+  BROKER_UNAVAILABLE: 'BROKER_UNAVAILABLE',
+  BROKER_REJECTED: 'BROKER_REJECTED',
+  PROTOCOL_VIOLATION: 'PROTOCOL_VIOLATION',
+  MIGRATION_FAILED: 'MIGRATION_FAILED',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** What an operator should do, for the codes an operator can hit. */
+export const remediation: Partial<Record<ErrorCode, string>> = {
+  CONFIG_INVALID: 'Fix the named option (see `outbox-relay run --help` or docs/configuration.md).',
+  WAL_LEVEL_NOT_LOGICAL:
+    "Run `ALTER SYSTEM SET wal_level = 'logical'` as a superuser and restart PostgreSQL (on managed services set the rds.logical_replication / cloudsql.logical_decoding flag).",
+  ROLE_NOT_REPLICATION:
+    'Grant it: `ALTER ROLE <role> WITH REPLICATION` (see docs/deployment.md for the least-privilege role).',
+  OUTBOX_TABLE_MISSING: 'Run `outbox-relay migrate --database-url …` (or check --schema / --table).',
+  PUBLICATION_MISSING:
+    'Run `outbox-relay migrate --database-url …`, which creates it, or check --publication.',
+  PUBLICATION_MISMATCH:
+    "The publication must cover only the outbox table and only inserts: `ALTER PUBLICATION <pub> SET TABLE <schema>.outbox; ALTER PUBLICATION <pub> SET (publish = 'insert')`.",
+  SLOT_WRONG_PLUGIN:
+    'Choose another --slot name, or drop that slot if nothing else uses it (`outbox-relay slot drop` / pg_drop_replication_slot).',
+  SLOT_OTHER_DATABASE: 'Slots belong to one database: choose another --slot name for this database.',
+  SLOT_LIMIT_REACHED:
+    'Drop unused slots (SELECT slot_name, active FROM pg_replication_slots) or raise max_replication_slots and restart PostgreSQL.',
+  SLOT_ACTIVE_ELSEWHERE:
+    'Another process (most likely another relay) streams from this slot; this one waits and takes over when it stops.',
+  SLOT_INVALIDATED:
+    'The slot fell further behind than max_slot_wal_keep_size and WAL it needed was removed: events committed since its last position may never be relayed. Drop and recreate the slot (`outbox-relay slot drop`, then run), then replay the gap with `outbox-relay replay --since <time of last relayed event>`.',
+  DATABASE_UNAVAILABLE: 'The relay retries by itself; check that PostgreSQL is up and reachable.',
+  BROKER_UNAVAILABLE: 'The relay retries by itself; check the brokers and the network.',
+};
+
+export interface RelayErrorOptions {
+  retriable?: boolean;
+  cause?: unknown;
+  details?: Record<string, unknown>;
+}
+
+export class RelayError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, opts: RelayErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'RelayError';
+    this.code = code;
+    this.retriable = opts.retriable ?? false;
+    this.details = opts.details;
+  }
+
+  /** The message followed by what to do about it. */
+  get explanation(): string {
+    const fix = remediation[this.code];
+    return fix ? `${this.message}\n  fix: ${fix}` : this.message;
+  }
+}
+
+export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {
+  return e instanceof RelayError && (code === undefined || e.code === code);
+}
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

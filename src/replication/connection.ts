@@ -1,0 +1,123 @@
+import pg from 'pg';
+import { ident } from '../store/sql-ident.ts';
+import { type Lsn, readLsn } from './lsn.ts';
+
+/** Copy-both sub-message tags (protocol-replication.html). */
+const XLOG_DATA = 0x77; // 'w'
+const KEEPALIVE = 0x6b; // 'k'
+const STANDBY_STATUS = 0x72; // 'r'
+
+/** Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
+const PG_EPOCH_US = 946_684_800_000_000n;
+
+export interface StreamHandlers {
+  /** One pgoutput message; `data` is only valid during the call (the parser reuses its buffer). */
+  onData(walStart: Lsn, data: Buffer): void;
+  /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
+  onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
+}
+
+export interface StartOptions {
+  slot: string;
+  publication: string;
+  /** Also receive logical decoding messages (pg_logical_emit_message), for heartbeats. */
+  messages?: boolean;
+}
+
+/**
+ * A replication connection driving START_REPLICATION's copy-both stream itself.
+ *
+ * Why not LogicalReplicationService (design.md §3 pitfalls): its timer acknowledges
+ * the last LSN it has *seen*, and re-subscribing resumes from that LSN. Here nothing is
+ * acknowledged unless the caller asks, and a stream always starts at 0/0 so the server
+ * resumes from the slot's confirmed_flush_lsn.
+ */
+export class ReplicationConnection {
+  readonly #client: pg.Client;
+  #lastStatusAt = 0;
+  #closed = false;
+
+  private constructor(client: pg.Client) {
+    this.#client = client;
+  }
+
+  static async open(connectionString: string): Promise<ReplicationConnection> {
+    const client = new pg.Client({
+      connectionString,
+      // @ts-expect-error: `replication` is supported by pg but missing from @types/pg.
+      replication: 'database',
+      keepAlive: true,
+      application_name: 'pg-outbox-relay',
+    });
+    const conn = new ReplicationConnection(client);
+    // Errors also reject the running query; this listener only keeps an 'error' event from crashing the process.
+    client.on('error', () => {});
+    await client.connect();
+    return conn;
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: pg's Connection is untyped.
+  get #connection(): any {
+    // biome-ignore lint/suspicious/noExplicitAny: pg's Connection is untyped.
+    return (this.#client as any).connection;
+  }
+
+  /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
+  async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
+    const connection = this.#connection;
+    connection.on('copyData', ({ chunk }: { chunk: Buffer }) => {
+      const tag = chunk[0];
+      if (tag === XLOG_DATA) {
+        handlers.onData(readLsn(chunk, 1), chunk.subarray(25));
+      } else if (tag === KEEPALIVE) {
+        handlers.onKeepalive(readLsn(chunk, 1), chunk[17] === 1);
+      }
+    });
+    const options = [`proto_version '1'`, `publication_names ${pg.escapeLiteral(opts.publication)}`];
+    if (opts.messages) options.push(`messages 'true'`);
+    // 0/0: the server starts from the slot's confirmed_flush_lsn (never from a position we only saw).
+    await this.#client.query(
+      `START_REPLICATION SLOT ${ident(opts.slot)} LOGICAL 0/0 (${options.join(', ')})`,
+    );
+  }
+
+  /**
+   * Standby status update. `flushed` becomes the slot's confirmed_flush_lsn: pass only
+   * positions the AckTracker says are settled.
+   */
+  sendStatus(received: Lsn, flushed: Lsn, replyRequested = false): void {
+    if (this.#closed) return;
+    const msg = Buffer.allocUnsafe(34);
+    msg[0] = STANDBY_STATUS;
+    msg.writeBigUInt64BE(received > flushed ? received : flushed, 1);
+    msg.writeBigUInt64BE(flushed, 9);
+    msg.writeBigUInt64BE(flushed, 17);
+    msg.writeBigUInt64BE(BigInt(Date.now()) * 1000n - PG_EPOCH_US, 25);
+    msg[33] = replyRequested ? 1 : 0;
+    this.#connection.sendCopyFromChunk(msg);
+    this.#lastStatusAt = Date.now();
+  }
+
+  get lastStatusAt(): number {
+    return this.#lastStatusAt;
+  }
+
+  /** Stops reading the socket (backpressure). Status updates can still be written. */
+  pause(): void {
+    this.#connection.stream?.pause();
+  }
+
+  resume(): void {
+    this.#connection.stream?.resume();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.resume();
+    // end() waits for the server to finish the copy; a dead server must not hang shutdown.
+    const conn = this.#connection;
+    await Promise.race([this.#client.end().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
+    conn.stream?.destroy?.();
+  }
+}

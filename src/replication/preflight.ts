@@ -1,0 +1,182 @@
+import type pg from 'pg';
+import { ErrorCode, RelayError } from '../errors.ts';
+import { type Lsn, parseLsn } from './lsn.ts';
+
+export interface PreflightTarget {
+  schema: string;
+  table: string;
+  publication: string;
+  slot: string;
+}
+
+export interface SlotState {
+  /** Where the server will resume: everything after it is sent again. */
+  confirmedFlushLsn: Lsn;
+  created: boolean;
+}
+
+/**
+ * Checks a database can feed the relay, each failure naming the problem and its fix
+ * (RelayError.explanation). Order matters: the cheapest, most fundamental first.
+ */
+export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Promise<void> {
+  const wal = await db.query<{ wal_level: string }>('SHOW wal_level');
+  if (wal.rows[0]?.wal_level !== 'logical') {
+    throw new RelayError(
+      ErrorCode.WAL_LEVEL_NOT_LOGICAL,
+      `wal_level is '${wal.rows[0]?.wal_level}', logical replication needs 'logical'`,
+    );
+  }
+  const role = await db.query<{ rolname: string; ok: boolean }>(
+    'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
+  );
+  if (!role.rows[0]?.ok) {
+    throw new RelayError(
+      ErrorCode.ROLE_NOT_REPLICATION,
+      `role ${role.rows[0]?.rolname ?? '(unknown)'} lacks the REPLICATION attribute needed to stream from a slot`,
+    );
+  }
+  const table = await db.query('SELECT to_regclass($1) AS oid', [
+    `${quoteForRegclass(t.schema)}.${quoteForRegclass(t.table)}`,
+  ]);
+  if (!table.rows[0]?.oid) {
+    throw new RelayError(ErrorCode.OUTBOX_TABLE_MISSING, `table ${t.schema}.${t.table} does not exist`);
+  }
+  const pub = await db.query<{
+    puballtables: boolean;
+    pubinsert: boolean;
+    pubupdate: boolean;
+    pubdelete: boolean;
+    pubtruncate: boolean;
+  }>(
+    'SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1',
+    [t.publication],
+  );
+  const p = pub.rows[0];
+  if (!p) {
+    throw new RelayError(ErrorCode.PUBLICATION_MISSING, `publication ${t.publication} does not exist`);
+  }
+  const problems: string[] = [];
+  if (p.puballtables) problems.push('it is FOR ALL TABLES');
+  else {
+    const tables = await db.query<{ schemaname: string; tablename: string }>(
+      'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2',
+      [t.publication],
+    );
+    const names = tables.rows.map((r) => `${r.schemaname}.${r.tablename}`);
+    const want = `${t.schema}.${t.table}`;
+    if (!names.includes(want)) problems.push(`it does not cover ${want}`);
+    const others = names.filter((n) => n !== want);
+    if (others.length) problems.push(`it also covers ${others.join(', ')}`);
+  }
+  if (!p.pubinsert) problems.push('it does not publish inserts');
+  const extra = [p.pubupdate && 'update', p.pubdelete && 'delete', p.pubtruncate && 'truncate'].filter(
+    Boolean,
+  );
+  if (extra.length) {
+    problems.push(
+      `it also publishes ${extra.join(', ')} (the relay's own status updates would come back through the slot)`,
+    );
+  }
+  if (problems.length) {
+    throw new RelayError(
+      ErrorCode.PUBLICATION_MISMATCH,
+      `publication ${t.publication} is wrong: ${problems.join('; ')}`,
+    );
+  }
+}
+
+/** to_regclass takes text that is parsed as an identifier: quote it. */
+function quoteForRegclass(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/**
+ * Makes sure the slot exists and can be streamed from by this process.
+ * Cases:
+ *  - missing → created (pgoutput); if max_replication_slots is exhausted → SLOT_LIMIT_REACHED
+ *  - exists with another plugin / in another database / physical → fatal, with the fix
+ *  - wal_status 'lost' → SLOT_INVALIDATED (fatal: WAL it needed is gone)
+ *  - active in another process → SLOT_ACTIVE_ELSEWHERE (retriable: wait, another relay holds it)
+ *  - exists, inactive → its confirmed_flush_lsn is where streaming resumes
+ */
+export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotState> {
+  const q = async () =>
+    (
+      await db.query<{
+        plugin: string | null;
+        slot_type: string;
+        database: string | null;
+        active: boolean;
+        active_pid: number | null;
+        wal_status: string | null;
+        confirmed_flush_lsn: string | null;
+        current_db: string;
+      }>(
+        `SELECT plugin, slot_type, database, active, active_pid, wal_status, confirmed_flush_lsn::text, current_database() AS current_db
+           FROM pg_replication_slots WHERE slot_name = $1`,
+        [slot],
+      )
+    ).rows[0];
+  let s = await q();
+  let created = false;
+  if (!s) {
+    const limit = await db.query<{ used: string; max: string }>(
+      `SELECT (SELECT count(*) FROM pg_replication_slots)::text AS used, current_setting('max_replication_slots') AS max`,
+    );
+    const { used, max } = limit.rows[0]!;
+    if (Number(used) >= Number(max)) {
+      throw new RelayError(
+        ErrorCode.SLOT_LIMIT_REACHED,
+        `cannot create slot ${slot}: all ${max} replication slots (max_replication_slots) are in use`,
+      );
+    }
+    try {
+      await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+      created = true;
+    } catch (e) {
+      // 42710: created concurrently by another relay; read it like an existing one.
+      if ((e as { code?: string }).code !== '42710') {
+        if ((e as { code?: string }).code === '53400') {
+          throw new RelayError(
+            ErrorCode.SLOT_LIMIT_REACHED,
+            `cannot create slot ${slot}: ${(e as Error).message}`,
+            { cause: e },
+          );
+        }
+        throw e;
+      }
+    }
+    s = await q();
+    if (!s)
+      throw new RelayError(ErrorCode.SLOT_INVALIDATED, `slot ${slot} vanished right after it was created`, {
+        retriable: true,
+      });
+  }
+  if (s.slot_type !== 'logical' || s.plugin !== 'pgoutput') {
+    throw new RelayError(
+      ErrorCode.SLOT_WRONG_PLUGIN,
+      `slot ${slot} exists but is a ${s.slot_type} slot${s.plugin ? ` with plugin ${s.plugin}` : ''}; the relay needs a logical slot with pgoutput`,
+    );
+  }
+  if (s.database !== s.current_db) {
+    throw new RelayError(
+      ErrorCode.SLOT_OTHER_DATABASE,
+      `slot ${slot} belongs to database ${s.database}, not ${s.current_db}`,
+    );
+  }
+  if (s.wal_status === 'lost') {
+    throw new RelayError(ErrorCode.SLOT_INVALIDATED, `slot ${slot} is invalidated (wal_status = lost)`);
+  }
+  if (s.active) {
+    throw new RelayError(
+      ErrorCode.SLOT_ACTIVE_ELSEWHERE,
+      `slot ${slot} is active in another process (pid ${s.active_pid})`,
+      {
+        retriable: true,
+        details: { activePid: s.active_pid },
+      },
+    );
+  }
+  return { confirmedFlushLsn: s.confirmed_flush_lsn ? parseLsn(s.confirmed_flush_lsn) : 0n, created };
+}

@@ -1,0 +1,34 @@
+import type { Lsn } from '../replication/lsn.ts';
+
+/** One outbox row as decoded from the replication stream. */
+export interface OutboxEvent {
+  /** outbox.id (bigint), kept as text: it may exceed 2^53. */
+  id: string;
+  eventId: string;
+  aggregateType: string;
+  aggregateId: string;
+  eventType: string;
+  /** null is a tombstone. */
+  payload: Buffer | null;
+  contentType: string;
+  headers: Record<string, unknown>;
+  traceparent: string | null;
+  createdAt: Date;
+  /** Commit LSN of the transaction that inserted the row. */
+  lsn: Lsn;
+  /** Commit time of that transaction (ms since epoch), for end-to-end lag. */
+  commitTimeMs: number;
+}
+
+/** A message ready for a sink. */
+export interface OutboundMessage {
+  topic: string;
+  key: string;
+  value: Buffer | null;
+  headers: Record<string, string>;
+  /** ms since epoch (the row's created_at). */
+  timestamp: number;
+  event: OutboxEvent;
+  /** Approximate size, for the in-flight byte cap. */
+  bytes: number;
+}

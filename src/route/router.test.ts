@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import type { OutboxEvent } from './event.ts';
+import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE, RouteError, route, topicFor } from './router.ts';
+
+const cfg = { topicTemplate: DEFAULT_TOPIC_TEMPLATE, topicOverrides: {} };
+
+function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
+  return {
+    id: '17',
+    eventId: '0190f6b0-0000-7000-8000-000000000001',
+    aggregateType: 'Order',
+    aggregateId: 'order-42',
+    eventType: 'OrderPlaced',
+    payload: Buffer.from('{"total":10}'),
+    contentType: 'application/json',
+    headers: {},
+    traceparent: null,
+    createdAt: new Date('2026-01-02T03:04:05.678Z'),
+    lsn: 1n,
+    commitTimeMs: 0,
+    ...over,
+  };
+}
+
+describe('route', () => {
+  it('uses the Debezium default topic, aggregate id as key, payload as value, created_at as timestamp', () => {
+    const m = route(event(), cfg);
+    expect(m.topic).toBe('outbox.event.Order');
+    expect(m.key).toBe('order-42');
+    expect(m.value?.toString()).toBe('{"total":10}');
+    expect(m.timestamp).toBe(Date.parse('2026-01-02T03:04:05.678Z'));
+  });
+
+  it('writes the identity headers, traceparent when set, and string entries of headers', () => {
+    const m = route(
+      event({
+        traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+        headers: { tenant: 'acme', tracestate: 'k=v', count: 3, nested: { a: 1 }, id: 'forged' },
+      }),
+      cfg,
+    );
+    expect(m.headers).toEqual({
+      id: '0190f6b0-0000-7000-8000-000000000001',
+      event_type: 'OrderPlaced',
+      aggregate_type: 'Order',
+      aggregate_id: 'order-42',
+      'content-type': 'application/json',
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      tenant: 'acme',
+      tracestate: 'k=v',
+    });
+  });
+
+  it('omits traceparent when absent and keeps a null payload as a tombstone', () => {
+    const m = route(event({ payload: null }), cfg);
+    expect(m.value).toBeNull();
+    expect('traceparent' in m.headers).toBe(false);
+  });
+
+  it('fills {event_type} and applies per-aggregate overrides', () => {
+    const c = {
+      topicTemplate: 'app.{aggregate_type}.{event_type}',
+      topicOverrides: { Customer: 'customers' },
+    };
+    expect(topicFor(event(), c)).toBe('app.Order.OrderPlaced');
+    expect(topicFor(event({ aggregateType: 'Customer' }), c)).toBe('customers');
+  });
+
+  it('refuses an empty aggregate type and an illegal topic with a RouteError naming the value', () => {
+    expect(() => topicFor(event({ aggregateType: '' }), cfg)).toThrow(RouteError);
+    expect(() => topicFor(event({ aggregateType: 'order item' }), cfg)).toThrow(/"outbox.event.order item"/);
+    expect(() => topicFor(event({ aggregateType: 'x'.repeat(260) }), cfg)).toThrow(RouteError);
+  });
+
+  it('checks templates at config time', () => {
+    expect(checkTopicTemplate(DEFAULT_TOPIC_TEMPLATE)).toBeNull();
+    expect(checkTopicTemplate('t.{aggregate}')).toMatch(/unknown placeholder \{aggregate\}/);
+    expect(checkTopicTemplate('bad topic')).toMatch(/only letters/);
+  });
+});

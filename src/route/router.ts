@@ -1,0 +1,91 @@
+import type { OutboundMessage, OutboxEvent } from './event.ts';
+
+export interface RouteConfig {
+  /** Topic template; placeholders {aggregate_type} and {event_type}. */
+  topicTemplate: string;
+  /** Per-aggregate-type topic (a template too), overriding topicTemplate. */
+  topicOverrides: Record<string, string>;
+}
+
+export const DEFAULT_TOPIC_TEMPLATE = 'outbox.event.{aggregate_type}';
+
+/** Raised when a row cannot be routed: permanent for that event (it will not route better on retry). */
+export class RouteError extends Error {
+  override name = 'RouteError';
+}
+
+const PLACEHOLDER = /\{([a-z_]+)\}/g;
+const KNOWN_PLACEHOLDERS = new Set(['aggregate_type', 'event_type']);
+const LEGAL_TOPIC = /^[a-zA-Z0-9._-]{1,249}$/;
+
+/** Validates a template at config time, so a typo fails at start and not per event. */
+export function checkTopicTemplate(template: string): string | null {
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    if (!KNOWN_PLACEHOLDERS.has(m[1]!)) {
+      return `unknown placeholder {${m[1]}} (known: {aggregate_type}, {event_type})`;
+    }
+  }
+  const literal = template.replace(PLACEHOLDER, 'x');
+  if (!LEGAL_TOPIC.test(literal)) {
+    return 'a topic may hold only letters, digits, ".", "_" and "-", at most 249 characters';
+  }
+  return null;
+}
+
+export function topicFor(event: Pick<OutboxEvent, 'aggregateType' | 'eventType'>, cfg: RouteConfig): string {
+  if (event.aggregateType === '') throw new RouteError('aggregate_type is empty: no topic can be chosen');
+  const template = cfg.topicOverrides[event.aggregateType] ?? cfg.topicTemplate;
+  const topic = template.replace(PLACEHOLDER, (_, name: string) =>
+    name === 'aggregate_type' ? event.aggregateType : event.eventType,
+  );
+  if (!LEGAL_TOPIC.test(topic) || topic === '.' || topic === '..') {
+    throw new RouteError(
+      `topic ${JSON.stringify(topic)} (from aggregate_type ${JSON.stringify(event.aggregateType)}) is not a legal Kafka topic name; add a --topic-override for this aggregate type`,
+    );
+  }
+  return topic;
+}
+
+/**
+ * Header names written by the relay. They win over same-named entries of the row's
+ * `headers` column, so a producer cannot forge the identity a consumer deduplicates on.
+ * Names match Debezium's outbox event router where it has one (`id`).
+ */
+export const HEADER = {
+  id: 'id',
+  eventType: 'event_type',
+  aggregateType: 'aggregate_type',
+  aggregateId: 'aggregate_id',
+  contentType: 'content-type',
+  traceparent: 'traceparent',
+} as const;
+
+/** Pure: turns a decoded row into the message a sink publishes. */
+export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
+  const topic = topicFor(event, cfg);
+  const headers: Record<string, string> = {};
+  let bytes = 0;
+  for (const [k, v] of Object.entries(event.headers)) {
+    if (typeof v === 'string') {
+      headers[k] = v;
+      bytes += k.length + v.length;
+    }
+  }
+  headers[HEADER.id] = event.eventId;
+  headers[HEADER.eventType] = event.eventType;
+  headers[HEADER.aggregateType] = event.aggregateType;
+  headers[HEADER.aggregateId] = event.aggregateId;
+  headers[HEADER.contentType] = event.contentType;
+  if (event.traceparent) headers[HEADER.traceparent] = event.traceparent;
+  bytes += 160 + event.eventId.length + event.eventType.length + event.aggregateId.length * 2;
+  bytes += event.payload?.length ?? 0;
+  return {
+    topic,
+    key: event.aggregateId,
+    value: event.payload,
+    headers,
+    timestamp: event.createdAt.getTime(),
+    event,
+    bytes,
+  };
+}

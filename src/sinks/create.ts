@@ -1,0 +1,9 @@
+import type { Config } from '../config/load.ts';
+import type { Logger } from '../observability/logger.ts';
+import { KafkaSink } from './kafka.ts';
+import type { Sink } from './sink.ts';
+import { StdoutSink } from './stdout.ts';
+
+export function createSink(c: Config, log: Logger): Sink {
+  return c.sink === 'stdout' ? new StdoutSink() : new KafkaSink(c, log);
+}

@@ -1,0 +1,88 @@
+import {
+  KafkaJSAggregateError,
+  KafkaJSConnectionError,
+  KafkaJSError,
+  KafkaJSNonRetriableError,
+  KafkaJSProtocolError,
+  KafkaJSRequestTimeoutError,
+} from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { classifyKafkaError, PERMANENT_KAFKA_TYPES } from './kafka-errors.ts';
+
+/** A protocol error the way kafkajs builds it from a broker error code. */
+function protocolError(type: string, code: number): KafkaJSProtocolError {
+  const e = new KafkaJSProtocolError({
+    type,
+    code,
+    retriable: false,
+    message: `broker says ${type}`,
+  } as never);
+  return e;
+}
+
+describe('classifyKafkaError', () => {
+  const permanent: [string, number][] = [
+    ['UNKNOWN_TOPIC_OR_PARTITION', 3],
+    ['INVALID_TOPIC_EXCEPTION', 17],
+    ['TOPIC_AUTHORIZATION_FAILED', 29],
+    ['CLUSTER_AUTHORIZATION_FAILED', 31],
+    ['MESSAGE_TOO_LARGE', 10],
+    ['RECORD_LIST_TOO_LARGE', 18],
+    ['INVALID_RECORD', 87],
+    ['CORRUPT_MESSAGE', 2],
+    ['POLICY_VIOLATION', 44],
+  ];
+  for (const [type, code] of permanent) {
+    it(`${type} is permanent, also wrapped in kafkajs' retry and aggregate errors`, () => {
+      const base = protocolError(type, code);
+      expect(classifyKafkaError(base)).toMatchObject({ class: 'permanent', reason: type });
+      // As kafkajs' retrier wraps: new KafkaJSNonRetriableError(e, { cause: e.cause || e }).
+      // (kafkajs' typings omit the options argument that its code takes.)
+      const NonRetriable = KafkaJSNonRetriableError as unknown as new (
+        e: Error,
+        o: { cause: Error },
+      ) => Error;
+      const wrapped = new NonRetriable(new KafkaJSError(base), { cause: base });
+      expect(classifyKafkaError(wrapped).class).toBe('permanent');
+      const aggregated = new KafkaJSAggregateError('Failed to send', [base]);
+      expect(classifyKafkaError(aggregated)).toMatchObject({ class: 'permanent', reason: type });
+    });
+  }
+
+  it('every permanent type in the table has a test', () => {
+    const tested = new Set(permanent.map(([t]) => t));
+    for (const t of Object.keys(PERMANENT_KAFKA_TYPES)) {
+      if (t === 'INVALID_REQUIRED_ACKS' || t === 'UNSUPPORTED_FOR_MESSAGE_FORMAT') continue;
+      expect(tested.has(t), t).toBe(true);
+    }
+  });
+
+  const transient: [string, unknown][] = [
+    [
+      'connection refused',
+      new KafkaJSConnectionError('Connection error: ECONNREFUSED', { broker: 'k:9092' } as never),
+    ],
+    [
+      'request timeout',
+      new KafkaJSRequestTimeoutError('Request Produce(key: 0, version: 7) timed out', {} as never),
+    ],
+    ['leader moved', protocolError('NOT_LEADER_FOR_PARTITION', 6)],
+    ['not enough replicas', protocolError('NOT_ENOUGH_REPLICAS', 19)],
+    ['not enough replicas after append', protocolError('NOT_ENOUGH_REPLICAS_AFTER_APPEND', 20)],
+    ['leader not available', protocolError('LEADER_NOT_AVAILABLE', 5)],
+    ['network exception', protocolError('NETWORK_EXCEPTION', 13)],
+    ['a plain Error', new Error('socket hang up')],
+    ['a string', 'something odd'],
+  ];
+  for (const [name, err] of transient) {
+    it(`${name} is transient (unknown errors default to transient)`, () => {
+      expect(classifyKafkaError(err).class).toBe('transient');
+    });
+  }
+
+  it('reports the Kafka type as the reason for transient protocol errors', () => {
+    const e = protocolError('NOT_ENOUGH_REPLICAS', 19);
+    const NonRetriable = KafkaJSNonRetriableError as unknown as new (e: Error, o: { cause: Error }) => Error;
+    expect(classifyKafkaError(new NonRetriable(e, { cause: e })).reason).toBe('NOT_ENOUGH_REPLICAS');
+  });
+});

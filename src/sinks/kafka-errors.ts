@@ -1,0 +1,84 @@
+/**
+ * Classifies a kafkajs error (design.md §4, seed 004). Pure and table-driven.
+ * Permanent: retrying the same message cannot succeed until someone changes the
+ * topic, the ACLs or the message. Everything else (and anything unknown) is
+ * transient: stall, back off, retry, never confirm past it.
+ */
+export type ErrorClass = 'permanent' | 'transient';
+
+export interface Classified {
+  class: ErrorClass;
+  /** Kafka error type (e.g. TOPIC_AUTHORIZATION_FAILED) or kafkajs error name. */
+  reason: string;
+  message: string;
+}
+
+/** Kafka protocol error types that are permanent for the event that hit them. */
+export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {
+  UNKNOWN_TOPIC_OR_PARTITION: 'topic does not exist (and auto-creation is off)',
+  INVALID_TOPIC_EXCEPTION: 'invalid topic name',
+  TOPIC_AUTHORIZATION_FAILED: 'not authorized to write to the topic',
+  CLUSTER_AUTHORIZATION_FAILED: 'not authorized on the cluster (idempotent producer needs IdempotentWrite)',
+  MESSAGE_TOO_LARGE:
+    'message larger than the broker or topic accepts (message.max.bytes / max.message.bytes)',
+  RECORD_LIST_TOO_LARGE: 'batch larger than the broker accepts',
+  INVALID_RECORD: 'the broker refused the record as invalid',
+  CORRUPT_MESSAGE: 'the broker found the record corrupt',
+  INVALID_REQUIRED_ACKS: 'invalid acks setting',
+  UNSUPPORTED_FOR_MESSAGE_FORMAT: 'the topic’s message format does not support this record',
+  POLICY_VIOLATION: 'a broker policy refused the record',
+};
+
+/** kafkajs error names that are permanent regardless of a Kafka code. */
+const PERMANENT_KAFKAJS_NAMES: Readonly<Record<string, string>> = {
+  KafkaJSInvalidTopicName: 'invalid topic name',
+};
+
+interface KafkaLikeError {
+  name?: string;
+  type?: string;
+  code?: number;
+  message?: string;
+  cause?: unknown;
+  originalError?: unknown;
+  errors?: unknown[];
+}
+
+/** Walks .cause, .originalError and aggregated .errors depth-first. */
+function* chain(e: unknown, depth = 0): Generator<KafkaLikeError> {
+  if (!e || typeof e !== 'object' || depth > 8) return;
+  const k = e as KafkaLikeError;
+  yield k;
+  yield* chain(k.cause, depth + 1);
+  yield* chain(k.originalError, depth + 1);
+  if (Array.isArray(k.errors)) for (const x of k.errors) yield* chain(x, depth + 1);
+}
+
+export function classifyKafkaError(e: unknown): Classified {
+  const message = e instanceof Error ? e.message : String(e);
+  for (const k of chain(e)) {
+    if (k.type && PERMANENT_KAFKA_TYPES[k.type]) {
+      return {
+        class: 'permanent',
+        reason: k.type,
+        message: `${PERMANENT_KAFKA_TYPES[k.type]}: ${k.message ?? message}`,
+      };
+    }
+    if (k.name && PERMANENT_KAFKAJS_NAMES[k.name]) {
+      return {
+        class: 'permanent',
+        reason: k.name,
+        message: `${PERMANENT_KAFKAJS_NAMES[k.name]}: ${k.message ?? message}`,
+      };
+    }
+  }
+  let reason = 'UNKNOWN';
+  for (const k of chain(e)) {
+    if (k.type) {
+      reason = k.type;
+      break;
+    }
+    if (k.name && k.name !== 'Error') reason = k.name;
+  }
+  return { class: 'transient', reason, message };
+}
