@@ -1,0 +1,29 @@
+import { ErrorCode, type RelayError } from '../errors.ts';
+
+/** Distinct exit codes (sysexits.h values) so supervisors can tell causes apart. */
+export const EXIT = {
+  OK: 0,
+  /** Bad command line. */
+  USAGE: 64,
+  /** A dependency is gone for good (slot invalidated) — data may need a replay. */
+  UNAVAILABLE: 69,
+  /** A bug: an error the relay did not expect. */
+  SOFTWARE: 70,
+  /** Bad configuration or a database that is not set up for the relay (preflight). */
+  CONFIG: 78,
+  /** Second signal: exit at once without draining. */
+  INTERRUPTED: 130,
+} as const;
+
+export function exitCodeFor(e: RelayError): number {
+  switch (e.code) {
+    case ErrorCode.SLOT_INVALIDATED:
+    case ErrorCode.DATABASE_UNAVAILABLE:
+    case ErrorCode.BROKER_UNAVAILABLE:
+      return EXIT.UNAVAILABLE;
+    case ErrorCode.PROTOCOL_VIOLATION:
+      return EXIT.SOFTWARE;
+    default:
+      return EXIT.CONFIG;
+  }
+}

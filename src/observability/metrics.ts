@@ -1,0 +1,140 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The relay's metrics, one registry per relay (tests run several in one process).
+ * Labels stay low-cardinality: topic and state yes, aggregate or event ids never.
+ */
+export class RelayMetrics {
+  readonly registry: Registry;
+  readonly eventsPublished: Counter<'topic'>;
+  readonly publishBatchSeconds: Histogram;
+  readonly endToEndLagSeconds: Histogram;
+  readonly inflightEvents: Gauge;
+  readonly confirmedLsn: Gauge;
+  readonly replicationReconnects: Counter;
+  readonly brokerOutage: Gauge;
+  readonly relayState: Gauge<'state'>;
+  readonly transientErrors: Counter<'dependency' | 'reason'>;
+  readonly failures: FailureMetrics;
+
+  constructor(registry = new Registry()) {
+    this.registry = registry;
+    const r = [registry];
+    this.eventsPublished = new Counter({
+      name: 'outbox_events_published_total',
+      help: 'Events the broker acknowledged, by topic.',
+      labelNames: ['topic'],
+      registers: r,
+    });
+    this.publishBatchSeconds = new Histogram({
+      name: 'outbox_publish_batch_seconds',
+      help: 'Time to publish one batch until the broker acknowledged it.',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: r,
+    });
+    this.endToEndLagSeconds = new Histogram({
+      name: 'outbox_end_to_end_lag_seconds',
+      help: 'Time from the transaction commit to the broker acknowledgement.',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers: r,
+    });
+    this.inflightEvents = new Gauge({
+      name: 'outbox_inflight_events',
+      help: 'Events decoded from the slot and not yet settled.',
+      registers: r,
+    });
+    this.confirmedLsn = new Gauge({
+      name: 'outbox_confirmed_lsn',
+      help: 'Last LSN confirmed to the server, as a number (bytes).',
+      registers: r,
+    });
+    this.replicationReconnects = new Counter({
+      name: 'outbox_replication_reconnects_total',
+      help: 'Replication sessions started after the first.',
+      registers: r,
+    });
+    this.brokerOutage = new Gauge({
+      name: 'outbox_broker_outage',
+      help: '1 while publishing fails with transient errors, else 0.',
+      registers: r,
+    });
+    this.relayState = new Gauge({
+      name: 'outbox_relay_state',
+      help: 'The relay state: 1 for the current one.',
+      labelNames: ['state'],
+      registers: r,
+    });
+    this.transientErrors = new Counter({
+      name: 'outbox_transient_errors_total',
+      help: 'Transient failures (retried), by dependency (broker, database) and reason.',
+      labelNames: ['dependency', 'reason'],
+      registers: r,
+    });
+    this.failures = new FailureMetrics(registry);
+  }
+
+  setState(state: RelayState): void {
+    for (const s of RELAY_STATES) this.relayState.set({ state: s }, s === state ? 1 : 0);
+  }
+}
+
+export const RELAY_STATES = ['starting', 'waiting', 'streaming', 'stopping', 'stopped'] as const;
+export type RelayState = (typeof RELAY_STATES)[number];
+
+/** Failure-lifecycle metrics (seed 001's names), registered on the relay's registry. */
+export class FailureMetrics {
+  readonly retries: Counter;
+  readonly retryExhaustions: Counter;
+  readonly dlqPublished: Counter;
+  readonly dlqPublishFailed: Counter;
+  readonly eventsFailed: Counter<'reason'>;
+  readonly eventsParked: Gauge;
+  readonly events: Gauge<'status'>;
+  readonly oldestFailedAgeSeconds: Gauge;
+
+  constructor(registry: Registry) {
+    const r = [registry];
+    this.retries = new Counter({
+      name: 'outbox_retries_total',
+      help: 'Publish retries of failed events by the sweeper.',
+      registers: r,
+    });
+    this.retryExhaustions = new Counter({
+      name: 'outbox_retry_exhaustions_total',
+      help: "Failed events that used up their attempts and became 'dead'.",
+      registers: r,
+    });
+    this.dlqPublished = new Counter({
+      name: 'outbox_dlq_published_total',
+      help: 'Dead events copied to the dead-letter topic.',
+      registers: r,
+    });
+    this.dlqPublishFailed = new Counter({
+      name: 'outbox_dlq_publish_failed_total',
+      help: 'Dead events that could not be copied to the dead-letter topic (they stay in the table).',
+      registers: r,
+    });
+    this.eventsFailed = new Counter({
+      name: 'outbox_events_failed_total',
+      help: 'Permanent publish failures, by reason (e.g. TOPIC_AUTHORIZATION_FAILED).',
+      labelNames: ['reason'],
+      registers: r,
+    });
+    this.eventsParked = new Gauge({
+      name: 'outbox_events_parked',
+      help: 'Events parked behind a failed event of their aggregate (strict ordering).',
+      registers: r,
+    });
+    this.events = new Gauge({
+      name: 'outbox_events',
+      help: 'Rows of the outbox table by status (refreshed by the sweeper).',
+      labelNames: ['status'],
+      registers: r,
+    });
+    this.oldestFailedAgeSeconds = new Gauge({
+      name: 'outbox_oldest_failed_age_seconds',
+      help: "Age of the oldest 'failed' or 'dead' event, 0 when there is none.",
+      registers: r,
+    });
+  }
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import { createBatchTracer, MAX_LINKS, parseTraceparent } from './tracing.ts';
+
+const TP = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
+describe('parseTraceparent', () => {
+  it('reads version 00', () => {
+    expect(parseTraceparent(TP)).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      traceFlags: 1,
+    });
+    expect(parseTraceparent(` ${TP.replace(/01$/, '00')} `)?.traceFlags).toBe(0);
+  });
+
+  it('accepts extra fields only from later versions', () => {
+    expect(parseTraceparent(`${TP}-extra`)).toBeNull();
+    expect(parseTraceparent(`01${TP.slice(2)}-extra`)?.spanId).toBe('00f067aa0ba902b7');
+  });
+
+  it.each([
+    ['absent', null],
+    ['empty', ''],
+    ['version ff', `ff${TP.slice(2)}`],
+    ['upper case', TP.toUpperCase()],
+    ['zero trace id', `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`],
+    ['zero span id', `00-4bf92f3577b34da6a3ce929d0e0e4736-${'0'.repeat(16)}-01`],
+    ['short trace id', '00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01'],
+    ['garbage', 'not-a-traceparent'],
+  ])('rejects %s', (_, value) => {
+    expect(parseTraceparent(value)).toBeNull();
+  });
+});
+
+describe('createBatchTracer', () => {
+  const batch = {
+    events: [{ traceparent: TP, headers: {} }],
+    outcome: 'published' as const,
+    startMs: 1,
+    endMs: 2,
+  };
+
+  it('is a no-op when @opentelemetry/api cannot be loaded', async () => {
+    const missing = Object.assign(new Error("Cannot find package '@opentelemetry/api'"), {
+      code: 'ERR_MODULE_NOT_FOUND',
+    });
+    const tracer = await createBatchTracer(() => Promise.reject(missing));
+    expect(tracer.enabled).toBe(false);
+    expect(() => tracer.record(batch)).not.toThrow();
+  });
+
+  it('uses the real API when it resolves (prom-client brings it); with no SDK registered nothing is recorded', async () => {
+    const tracer = await createBatchTracer();
+    expect(tracer.enabled).toBe(true);
+    expect(() => tracer.record(batch)).not.toThrow();
+  });
+
+  it('hands spans to the SDK registered with the real API, with its TraceState', async () => {
+    const api = await import('@opentelemetry/api');
+    const started: { name: string; links: { context: { traceState?: { serialize(): string } } }[] }[] = [];
+    const span = { setStatus() {}, end() {} };
+    api.trace.setGlobalTracerProvider({
+      getTracer: () =>
+        ({
+          startSpan: (name: string, o: { links: [] }) => {
+            started.push({ name, links: o.links });
+            return span;
+          },
+        }) as never,
+    });
+    try {
+      const tracer = await createBatchTracer();
+      tracer.record({ ...batch, events: [{ traceparent: TP, headers: { tracestate: 'vendor=x,b=2' } }] });
+      expect(started).toHaveLength(1);
+      expect(started[0]!.links[0]!.context.traceState?.serialize()).toBe('vendor=x,b=2');
+    } finally {
+      api.trace.disable();
+    }
+  });
+
+  it('is a no-op when the module is not the OpenTelemetry API', async () => {
+    expect((await createBatchTracer(async () => ({}))).enabled).toBe(false);
+  });
+
+  it('records one producer span per batch, linked to each distinct event context', async () => {
+    const spans: { name: string; options: Record<string, unknown>; status?: unknown; end?: number }[] = [];
+    const api = {
+      trace: {
+        getTracer: () => ({
+          startSpan(name: string, options: Record<string, unknown>) {
+            const s: (typeof spans)[number] = { name, options };
+            spans.push(s);
+            return {
+              setStatus: (st: unknown) => (s.status = st),
+              end: (t: number) => (s.end = t),
+            };
+          },
+        }),
+      },
+      createTraceState: (raw?: string) => ({ raw }),
+    };
+    const tracer = await createBatchTracer(async () => api);
+    expect(tracer.enabled).toBe(true);
+    const other = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00';
+    tracer.record({
+      events: [
+        { traceparent: TP, headers: { tracestate: 'vendor=x' } },
+        { traceparent: TP, headers: {} },
+        { traceparent: other, headers: { tracestate: 42 } },
+        { traceparent: null, headers: {} },
+        { traceparent: 'bogus', headers: {} },
+      ],
+      outcome: 'failed',
+      error: 'broker down',
+      startMs: 1000,
+      endMs: 1500,
+      topic: 'outbox.event.Order',
+    });
+    expect(spans).toHaveLength(1);
+    const s = spans[0]!;
+    expect(s.name).toBe('publish outbox.event.Order');
+    expect(s.options).toMatchObject({
+      kind: 3,
+      startTime: 1000,
+      attributes: {
+        'outbox.outcome': 'failed',
+        'messaging.batch.message_count': 5,
+        'messaging.destination.name': 'outbox.event.Order',
+      },
+    });
+    expect(s.options.links).toEqual([
+      {
+        context: {
+          traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+          spanId: '00f067aa0ba902b7',
+          traceFlags: 1,
+          isRemote: true,
+          traceState: { raw: 'vendor=x' },
+        },
+      },
+      {
+        context: {
+          traceId: '0af7651916cd43dd8448eb211c80319c',
+          spanId: 'b7ad6b7169203331',
+          traceFlags: 0,
+          isRemote: true,
+        },
+      },
+    ]);
+    expect(s.status).toEqual({ code: 2, message: 'broker down' });
+    expect(s.end).toBe(1500);
+
+    const many = Array.from({ length: MAX_LINKS + 10 }, (_, i) => ({
+      traceparent: `00-${(i + 1).toString(16).padStart(32, '0')}-00f067aa0ba902b7-01`,
+      headers: {},
+    }));
+    tracer.record({ ...batch, events: many });
+    expect(spans[1]!.options.links).toHaveLength(MAX_LINKS);
+    expect(spans[1]!.status).toEqual({ code: 1 });
+    expect(spans[1]!.name).toBe('publish');
+  });
+});

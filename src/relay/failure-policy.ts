@@ -1,0 +1,53 @@
+import type { Config } from '../config/load.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { OutboxEvent } from '../route/event.ts';
+import type { Classified } from '../sinks/kafka-errors.ts';
+import { backoffDelay } from './backoff.ts';
+
+export type FailureOutcome = 'published' | 'retry' | 'dead' | 'dlq' | 'parked' | 'released';
+
+/** Delay before attempt n+1 of a failed event: full jitter, capped (seed 001). */
+export function failureBackoff(
+  c: Pick<Config, 'failureBackoffMs' | 'failureBackoffFactor' | 'failureBackoffMaxMs'>,
+  attempts: number,
+  random: () => number = Math.random,
+): number {
+  // Never 0: a row due "now" would be retried in the same sweep that failed it.
+  return Math.max(
+    1,
+    backoffDelay(
+      { initialMs: c.failureBackoffMs, maxMs: c.failureBackoffMaxMs, factor: c.failureBackoffFactor },
+      attempts,
+      random,
+    ),
+  );
+}
+
+/** last_error text: class, reason, message. */
+export function formatError(f: Classified): string {
+  return `${f.class}/${f.reason}: ${f.message}`.slice(0, 2000);
+}
+
+/** One structured line per outcome of the failure lifecycle. */
+export function logOutcome(
+  log: Logger,
+  e: Pick<OutboxEvent, 'eventId' | 'aggregateId' | 'aggregateType' | 'id'>,
+  topic: string,
+  attempts: number,
+  outcome: FailureOutcome,
+  error?: Classified,
+): void {
+  const fields = {
+    event_id: e.eventId,
+    id: e.id,
+    aggregate_type: e.aggregateType,
+    aggregate_id: e.aggregateId,
+    topic,
+    attempts,
+    outcome,
+    ...(error ? { reason: error.reason, err: error.message } : {}),
+  };
+  if (outcome === 'dead' || outcome === 'retry')
+    log.warn(fields, `event ${outcome === 'dead' ? 'dead' : 'failed'}: ${error?.message ?? ''}`);
+  else log.info(fields, `event ${outcome}`);
+}

@@ -1,0 +1,458 @@
+import type { Config } from '../config/load.ts';
+import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { RelayMetrics } from '../observability/metrics.ts';
+import type { BatchTracer } from '../observability/tracing.ts';
+import { AckTracker } from '../replication/ack-tracker.ts';
+import { ReplicationConnection } from '../replication/connection.ts';
+import { OutboxDecoder } from '../replication/decoder.ts';
+import { formatLsn, type Lsn } from '../replication/lsn.ts';
+import type { OutboundMessage } from '../route/event.ts';
+import { type RouteConfig, RouteError, route } from '../route/router.ts';
+import type { Classified } from '../sinks/kafka-errors.ts';
+import type { Sink } from '../sinks/sink.ts';
+import type { OutboxStore } from '../store/outbox-store.ts';
+import { backoffDelay, sleep } from './backoff.ts';
+import type { BlockedAggregates } from './blocked-aggregates.ts';
+import { failureBackoff, formatError, logOutcome } from './failure-policy.ts';
+import { MessageQueue, type Pending } from './message-queue.ts';
+import type { OutageLog } from './outage-log.ts';
+
+export interface SessionDeps {
+  config: Config;
+  /** Serialized (SerializedSink): the sweeper publishes through it too. */
+  sink: Sink;
+  store: OutboxStore;
+  /** Strict ordering's blocked aggregates, shared with the sweeper. */
+  blocked: BlockedAggregates;
+  /** One span per publish attempt when OpenTelemetry is present (no-op otherwise). */
+  tracer?: BatchTracer;
+  log: Logger;
+  metrics: RelayMetrics;
+  outages: OutageLog;
+}
+
+/** Ends a session on purpose (stop requested). */
+export class SessionStopped extends Error {}
+
+/**
+ * One replication session: stream from the slot, route, publish, mark, confirm.
+ *
+ * The acknowledgement rule (design.md §3) lives in AckTracker; this class feeds it:
+ * begin/commit in stream order, one settle per event once the broker acknowledged it
+ * and its row is marked, keepalive positions when idle. Only tracker.confirmable is
+ * ever sent as the flush position.
+ *
+ * A session never recovers in place: any stream error ends it, unsettled work is
+ * dropped, and the next session resumes from the server's confirmed_flush_lsn
+ * (duplicates possible, losses not).
+ */
+export class ReplicationSession {
+  readonly #d: SessionDeps;
+  readonly #tracker: AckTracker;
+  readonly #queue = new MessageQueue();
+  readonly #decoder: OutboxDecoder;
+  readonly #route: RouteConfig;
+  readonly #abort = new AbortController();
+  #conn: ReplicationConnection | null = null;
+  #received: Lsn;
+  #lastSentFlush: Lsn = -1n;
+  #inflightBytes = 0;
+  #paused = false;
+  #warnedOtherTable = false;
+  #lastProgressAt = Date.now();
+
+  constructor(deps: SessionDeps, startLsn: Lsn) {
+    this.#d = deps;
+    this.#tracker = new AckTracker(startLsn);
+    this.#received = startLsn;
+    this.#decoder = new OutboxDecoder(deps.config.schema, deps.config.table);
+    this.#route = { topicTemplate: deps.config.topicTemplate, topicOverrides: deps.config.topicOverrides };
+  }
+
+  get confirmedLsn(): Lsn {
+    return this.#tracker.confirmable;
+  }
+
+  get lastProgressAt(): number {
+    return this.#lastProgressAt;
+  }
+
+  /**
+   * Runs until `stop` aborts (then drains for up to shutdownTimeoutMs and returns) or the
+   * stream fails (then throws a retriable DATABASE_UNAVAILABLE).
+   */
+  async run(stop: AbortSignal, onStreaming: () => void): Promise<void> {
+    const { config: c, log } = this.#d;
+    const conn = await ReplicationConnection.open(c.databaseUrl).catch((e) => {
+      throw new RelayError(
+        ErrorCode.DATABASE_UNAVAILABLE,
+        `replication connection failed: ${errorMessage(e)}`,
+        {
+          retriable: true,
+          cause: e,
+        },
+      );
+    });
+    this.#conn = conn;
+    const streamDone = conn.stream(
+      { slot: c.slot, publication: c.publication },
+      {
+        onData: (at, data) => this.#onData(at, data),
+        onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
+      },
+    );
+    // Errors surface through the race below; this only marks the promise as handled.
+    streamDone.catch(() => {});
+    // The periodic update asks for a reply: the server answers with a keepalive carrying its
+    // WAL end, which is how an idle outbox lets the slot advance while other tables churn
+    // (otherwise keepalives come only every wal_sender_timeout / 2).
+    const timer = setInterval(() => this.#sendStatus(true), c.statusIntervalMs);
+    const publisher = this.#publishLoop();
+    publisher.catch(() => {});
+    onStreaming();
+    log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'streaming from the slot');
+
+    const stopped = new Promise<'stop'>((resolve) => {
+      if (stop.aborted) resolve('stop');
+      stop.addEventListener('abort', () => resolve('stop'), { once: true });
+    });
+    try {
+      const first = await Promise.race([
+        streamDone.then(() => 'ended' as const),
+        publisher.then(() => 'publisher-ended' as const),
+        stopped,
+      ]);
+      if (first === 'stop') {
+        await this.#drain(publisher);
+        return;
+      }
+      throw new RelayError(ErrorCode.DATABASE_UNAVAILABLE, 'the server ended the replication stream', {
+        retriable: true,
+      });
+    } catch (e) {
+      if (e instanceof RelayError) throw e;
+      throw classifyStreamError(e);
+    } finally {
+      clearInterval(timer);
+      this.#abort.abort();
+      await publisher.catch(() => {});
+      await conn.close();
+    }
+  }
+
+  /** Stop reading, let in-flight events settle (bounded), confirm what settled. */
+  async #drain(publisher: Promise<void>): Promise<void> {
+    const { config: c, log } = this.#d;
+    this.#conn?.pause();
+    const deadline = Date.now() + c.shutdownTimeoutMs;
+    while (this.#tracker.unsettled > 0 && Date.now() < deadline) {
+      await sleep(20);
+    }
+    if (this.#tracker.unsettled > 0) {
+      log.warn(
+        { unsettled: this.#tracker.unsettled },
+        'shutdown timeout: unsettled events will be sent again on restart',
+      );
+    }
+    this.#abort.abort();
+    await publisher.catch(() => {});
+    this.#sendStatus(false);
+    log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
+  }
+
+  #onData(walStart: Lsn, data: Buffer): void {
+    if (walStart > this.#received) this.#received = walStart;
+    const d = this.#decoder.decode(data);
+    switch (d.kind) {
+      case 'begin':
+        this.#tracker.begin();
+        return;
+      case 'commit':
+        this.#tracker.commit(d.endLsn);
+        this.#maybeConfirm();
+        return;
+      case 'event': {
+        const txn = this.#tracker.addEvent();
+        let message: Pending['message'];
+        let routeError: string | undefined;
+        try {
+          message = route(d.event, this.#route);
+        } catch (e) {
+          if (!(e instanceof RouteError)) throw e;
+          // Unroutable: permanent for this event; recorded 'failed' like a broker refusal.
+          routeError = e.message;
+          message = {
+            topic: '',
+            key: d.event.aggregateId,
+            value: d.event.payload,
+            headers: {},
+            timestamp: 0,
+            event: d.event,
+            bytes: 0,
+          };
+        }
+        this.#queue.push(routeError === undefined ? { message, txn } : { message, txn, routeError });
+        this.#inflightBytes += message.bytes;
+        this.#applyBackpressure();
+        return;
+      }
+      case 'other-table':
+        if (!this.#warnedOtherTable) {
+          this.#warnedOtherTable = true;
+          this.#d.log.warn(
+            { table: d.table },
+            'the publication sends rows of another table; they are ignored (fix the publication)',
+          );
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+  #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
+    if (walEnd > this.#received) this.#received = walEnd;
+    this.#tracker.noteServerPosition(walEnd);
+    if (replyRequested) this.#sendStatus(false);
+    else this.#maybeConfirm();
+  }
+
+  #applyBackpressure(): void {
+    const c = this.#d.config;
+    const over = this.#tracker.unsettled >= c.maxInflightEvents || this.#inflightBytes >= c.maxInflightBytes;
+    if (over && !this.#paused) {
+      this.#paused = true;
+      this.#conn?.pause();
+    } else if (
+      this.#paused &&
+      this.#tracker.unsettled <= c.maxInflightEvents / 2 &&
+      this.#inflightBytes <= c.maxInflightBytes / 2
+    ) {
+      this.#paused = false;
+      this.#conn?.resume();
+    }
+  }
+
+  #maybeConfirm(): void {
+    if (this.#tracker.confirmable !== this.#lastSentFlush) this.#sendStatus(false);
+  }
+
+  #sendStatus(replyRequested: boolean): void {
+    const conn = this.#conn;
+    if (!conn) return;
+    const flush = this.#tracker.confirmable;
+    try {
+      conn.sendStatus(this.#received, flush, replyRequested);
+    } catch {
+      return; // the stream's own error ends the session
+    }
+    if (flush !== this.#lastSentFlush) {
+      this.#lastSentFlush = flush;
+      this.#d.metrics.confirmedLsn.set(Number(flush));
+    }
+  }
+
+  async #publishLoop(): Promise<void> {
+    const c = this.#d.config;
+    const signal = this.#abort.signal;
+    let marking: Promise<void> = Promise.resolve();
+    while (!signal.aborted) {
+      if (this.#queue.length === 0) await this.#queue.wait(1, 1000, signal);
+      if (signal.aborted) break;
+      if (this.#queue.length === 0) continue;
+      // Linger for a fuller batch, unless reading is paused (then no more will come until this one settles).
+      if (c.lingerMs > 0 && !this.#paused) await this.#queue.wait(c.batchSize, c.lingerMs, signal);
+      const batch = this.#queue.take(c.batchSize, c.batchBytes);
+      if (batch.length === 0) continue;
+      const outcomes = await this.#publish(batch, signal);
+      if (!outcomes) break;
+      this.#lastProgressAt = Date.now();
+      // Record while the next batch is published; settle only once the record is durable.
+      marking = marking.then(() => this.#recordAndSettle(batch, outcomes, signal));
+    }
+    await marking;
+  }
+
+  /**
+   * Decides every event of the batch, in stream order: published, failed (permanent for
+   * that event) or parked (strict ordering, behind a failed event of its aggregate).
+   * Transient failures are retried forever with back-off. null = aborted.
+   *
+   * The decision is complete before the next batch is sent, so a later event of an
+   * aggregate can never overtake the failure of an earlier one.
+   */
+  async #publish(batch: Pending[], signal: AbortSignal): Promise<Outcome[] | null> {
+    const { config: c, blocked } = this.#d;
+    const strict = c.ordering === 'strict';
+    const outcomes: Outcome[] = new Array(batch.length);
+    const toSend: number[] = [];
+    batch.forEach((p, i) => {
+      const e = p.message.event;
+      if (strict && blocked.has(e.aggregateType, e.aggregateId)) {
+        outcomes[i] = PARKED;
+        blocked.parkDecided(e.aggregateType, e.aggregateId);
+      } else if (p.routeError !== undefined) {
+        outcomes[i] = { failed: { class: 'permanent', reason: 'ROUTE', message: p.routeError } };
+        if (strict) blocked.block(e.aggregateType, e.aggregateId);
+      } else {
+        toSend.push(i);
+      }
+    });
+    if (toSend.length === 0) return outcomes;
+    const all = await this.#sendWithRetry(
+      toSend.map((i) => batch[i]!.message),
+      signal,
+    );
+    if (all === null) return null;
+    if (all === true) {
+      for (const i of toSend) outcomes[i] = PUBLISHED;
+      return outcomes;
+    }
+    // Some event of the batch is refused for good: find which, one at a time and in order,
+    // so strict ordering can park the later events of a failed aggregate before they go out.
+    for (const i of toSend) {
+      const m = batch[i]!.message;
+      const e = m.event;
+      if (strict && blocked.has(e.aggregateType, e.aggregateId)) {
+        outcomes[i] = PARKED;
+        blocked.parkDecided(e.aggregateType, e.aggregateId);
+        continue;
+      }
+      const one = await this.#sendWithRetry([m], signal);
+      if (one === null) {
+        // Aborted mid-way: undo the park decisions taken so far (their rows are not written).
+        this.#abandonParks(batch, outcomes);
+        return null;
+      }
+      if (one === true) outcomes[i] = PUBLISHED;
+      else {
+        outcomes[i] = { failed: one };
+        if (strict) blocked.block(e.aggregateType, e.aggregateId);
+      }
+    }
+    return outcomes;
+  }
+
+  /** true = acknowledged; Classified = permanently refused; null = aborted. Transient errors retry forever. */
+  async #sendWithRetry(messages: OutboundMessage[], signal: AbortSignal): Promise<true | Classified | null> {
+    const { sink, metrics, outages, config: c } = this.#d;
+    for (let attempt = 1; ; attempt++) {
+      if (signal.aborted) return null;
+      const startMs = Date.now();
+      const events = messages.map((m) => m.event);
+      try {
+        const t0 = performance.now();
+        await sink.publish(messages);
+        metrics.publishBatchSeconds.observe((performance.now() - t0) / 1000);
+        this.#d.tracer?.record({ events, outcome: 'published', startMs, endMs: Date.now() });
+        outages.recovered('broker');
+        metrics.brokerOutage.set(0);
+        return true;
+      } catch (e) {
+        const cls = sink.classify(e);
+        this.#d.tracer?.record({ events, outcome: 'failed', startMs, endMs: Date.now(), error: cls.reason });
+        if (cls.class === 'permanent') return cls;
+        metrics.transientErrors.inc({ dependency: 'broker', reason: cls.reason });
+        metrics.brokerOutage.set(1);
+        outages.failed('broker', cls.reason, cls.message, { events: messages.length, attempt });
+        await sleep(
+          backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt),
+          signal,
+        );
+      }
+    }
+  }
+
+  /** The session ends before these park decisions are written: they no longer hold the aggregate. */
+  #abandonParks(batch: Pending[], outcomes: Outcome[]): void {
+    batch.forEach((p, i) => {
+      if (outcomes[i] === PARKED)
+        this.#d.blocked.parkWritten(p.message.event.aggregateType, p.message.event.aggregateId);
+    });
+  }
+
+  /** Writes the batch's outcomes (published / failed / parked), then settles it. */
+  async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
+    const { config: c, store, metrics, outages, blocked, log } = this.#d;
+    const published: string[] = [];
+    const parked: string[] = [];
+    const failed: { id: string; error: string; retryInMs: number }[] = [];
+    batch.forEach((p, i) => {
+      const o = outcomes[i]!;
+      if (o === PUBLISHED) {
+        if (c.markPublished) published.push(p.message.event.id);
+      } else if (o === PARKED) parked.push(p.message.event.id);
+      else
+        failed.push({
+          id: p.message.event.id,
+          error: formatError(o.failed),
+          retryInMs: failureBackoff(c, 1),
+        });
+    });
+    for (let attempt = 1; ; attempt++) {
+      if (signal.aborted) {
+        this.#abandonParks(batch, outcomes);
+        return;
+      }
+      try {
+        // Failures first: the unlikely crash between statements then leaves a failed head, never parked orphans.
+        await store.recordFailed(failed);
+        await store.recordParked(parked);
+        await store.markPublished(published);
+        outages.recovered('database');
+        break;
+      } catch (e) {
+        metrics.transientErrors.inc({
+          dependency: 'database',
+          reason: (e as { code?: string }).code ?? 'UNKNOWN',
+        });
+        outages.failed('database', 'RECORD_OUTCOMES', errorMessage(e), { events: batch.length, attempt });
+        await sleep(
+          backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt),
+          signal,
+        );
+      }
+    }
+    const now = Date.now();
+    const perTopic = new Map<string, number>();
+    batch.forEach((p, i) => {
+      const o = outcomes[i]!;
+      const e = p.message.event;
+      this.#tracker.settle(p.txn);
+      this.#inflightBytes -= p.message.bytes;
+      if (o === PUBLISHED) {
+        perTopic.set(p.message.topic, (perTopic.get(p.message.topic) ?? 0) + 1);
+        metrics.endToEndLagSeconds.observe(Math.max(0, now - e.commitTimeMs) / 1000);
+      } else if (o === PARKED) {
+        blocked.parkWritten(e.aggregateType, e.aggregateId);
+        logOutcome(log, e, p.message.topic, 0, 'parked');
+      } else {
+        metrics.failures.eventsFailed.inc({ reason: o.failed.reason });
+        logOutcome(log, e, p.message.topic, 1, 'retry', o.failed);
+      }
+    });
+    for (const [topic, n] of perTopic) metrics.eventsPublished.inc({ topic }, n);
+    // Updated per settled batch, not per decoded event (the per-event path stays lean).
+    metrics.inflightEvents.set(this.#tracker.unsettled);
+    this.#applyBackpressure();
+    this.#maybeConfirm();
+  }
+}
+
+const PUBLISHED = 'published' as const;
+const PARKED = 'parked' as const;
+type Outcome = typeof PUBLISHED | typeof PARKED | { failed: Classified };
+
+function classifyStreamError(e: unknown): RelayError {
+  const code = (e as { code?: string }).code;
+  // 55006: object_in_use — the slot is active for another PID (another relay took it).
+  if (code === '55006') {
+    return new RelayError(ErrorCode.SLOT_ACTIVE_ELSEWHERE, errorMessage(e), { retriable: true, cause: e });
+  }
+  // 42704: the slot was dropped under us; the next session's preflight recreates it (and says so).
+  return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `replication stream failed: ${errorMessage(e)}`, {
+    retriable: true,
+    cause: e,
+  });
+}

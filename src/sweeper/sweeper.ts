@@ -1,0 +1,269 @@
+import type { Config } from '../config/load.ts';
+import { errorMessage } from '../errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { RelayMetrics } from '../observability/metrics.ts';
+import { sleep } from '../relay/backoff.ts';
+import type { BlockedAggregates } from '../relay/blocked-aggregates.ts';
+import { failureBackoff, formatError, logOutcome } from '../relay/failure-policy.ts';
+import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
+import { type RouteConfig, RouteError, route } from '../route/router.ts';
+import type { Classified } from '../sinks/kafka-errors.ts';
+import type { Sink } from '../sinks/sink.ts';
+import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts';
+import type { OutboxStore } from '../store/outbox-store.ts';
+import { withTransaction } from '../store/transaction.ts';
+import { dlqMessage } from './dead-letter.ts';
+
+export interface SweeperDeps {
+  config: Config;
+  sink: Sink;
+  store: OutboxStore;
+  blocked: BlockedAggregates;
+  log: Logger;
+  metrics: RelayMetrics;
+}
+
+/** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
+class TransientDuringSweep extends Error {}
+
+const STATUS_REFRESH_MS = 30_000;
+
+/**
+ * What the stream cannot do: retry failed events with back-off, mark hopeless ones dead
+ * (and copy them to the dead-letter topic), release parked events in order once their
+ * aggregate's head is resolved, and keep the status gauges current.
+ *
+ * Runs in the relay process while it holds the slot; one round at a time (re-entry guard);
+ * stop() aborts between steps and waits for the round in progress.
+ */
+export class Sweeper {
+  readonly #d: SweeperDeps;
+  readonly #route: RouteConfig;
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+  #lastStatusRefresh = 0;
+
+  constructor(deps: SweeperDeps) {
+    this.#d = deps;
+    this.#route = { topicTemplate: deps.config.topicTemplate, topicOverrides: deps.config.topicOverrides };
+  }
+
+  start(): void {
+    if (this.#loop) return;
+    this.#abort = new AbortController();
+    const signal = this.#abort.signal;
+    this.#loop = (async () => {
+      while (!signal.aborted) {
+        try {
+          await this.sweepOnce(signal);
+        } catch (e) {
+          if (!(e instanceof TransientDuringSweep))
+            this.#d.log.warn({ err: errorMessage(e) }, 'sweep failed; retrying next round');
+        }
+        await sleep(this.#d.config.sweepIntervalMs, signal);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+  }
+
+  /** One round: due retries, then releases, then gauges. */
+  async sweepOnce(signal: AbortSignal = new AbortController().signal): Promise<void> {
+    const released = await this.#retryDue(signal);
+    if (signal.aborted) return;
+    await this.#releaseParked(released, signal);
+    if (signal.aborted) return;
+    await this.#refreshGauges();
+  }
+
+  #message(event: OutboxEvent): { message: OutboundMessage } | { error: Classified } {
+    try {
+      return { message: route(event, this.#route) };
+    } catch (e) {
+      if (!(e instanceof RouteError)) throw e;
+      return { error: { class: 'permanent', reason: 'ROUTE', message: e.message } };
+    }
+  }
+
+  /** Publishes one message; transient failures abort the round (no attempt is burned). */
+  async #send(messages: OutboundMessage[]): Promise<Classified | null> {
+    try {
+      await this.#d.sink.publish(messages);
+      return null;
+    } catch (e) {
+      const cls = this.#d.sink.classify(e);
+      if (cls.class === 'transient') {
+        this.#d.log.warn(
+          { reason: cls.reason, err: cls.message },
+          'broker unavailable during sweep; retrying next round',
+        );
+        throw new TransientDuringSweep(cls.message);
+      }
+      return cls;
+    }
+  }
+
+  /** Claims due failed rows (oldest first, SKIP LOCKED) and publishes them again. Returns aggregates whose head got published. */
+  async #retryDue(signal: AbortSignal): Promise<Set<string>> {
+    const { config: c, store, metrics, log } = this.#d;
+    const headsPublished = new Set<string>();
+    await withTransaction(store.db, async (client) => {
+      const due = await client.query<StoredRow>(
+        // o.id, the bigint: ROW_COLUMNS renders id as text, and "10" sorts before "7".
+        `SELECT ${ROW_COLUMNS} FROM ${store.table} AS o
+          WHERE status = 'failed' AND next_attempt_at <= now()
+          ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+        [c.sweepBatchSize],
+      );
+      for (const row of due.rows) {
+        if (signal.aborted) break;
+        const event = rowToEvent(row);
+        const built = this.#message(event);
+        const error = 'error' in built ? built.error : await this.#send([built.message]);
+        const topic = 'message' in built ? built.message.topic : '';
+        const attempts = row.attempts + 1;
+        metrics.failures.retries.inc();
+        if (!error) {
+          await client.query(
+            `UPDATE ${store.table} SET status = 'published', published_at = now(), next_attempt_at = NULL, attempts = $2 WHERE id = $1`,
+            [row.id, attempts],
+          );
+          logOutcome(log, event, topic, attempts, 'published');
+          headsPublished.add(JSON.stringify([row.aggregate_type, row.aggregate_id]));
+        } else if (c.maxAttempts > 0 && attempts >= c.maxAttempts) {
+          await client.query(
+            `UPDATE ${store.table} SET status = 'dead', attempts = $2, last_error = $3, next_attempt_at = NULL WHERE id = $1`,
+            [row.id, attempts, formatError(error)],
+          );
+          metrics.failures.retryExhaustions.inc();
+          logOutcome(log, event, topic, attempts, 'dead', error);
+          await this.#deadLetter(event, topic, attempts, error);
+        } else {
+          await client.query(
+            `UPDATE ${store.table} SET attempts = $2, last_error = $3,
+                    next_attempt_at = now() + $4::bigint * interval '1 millisecond' WHERE id = $1`,
+            [row.id, attempts, formatError(error), failureBackoff(c, attempts)],
+          );
+          logOutcome(log, event, topic, attempts, 'retry', error);
+        }
+      }
+    });
+    return headsPublished;
+  }
+
+  async #deadLetter(event: OutboxEvent, topic: string, attempts: number, error: Classified): Promise<void> {
+    const { config: c, sink, metrics, log } = this.#d;
+    if (!c.deadLetterTopic) return;
+    try {
+      await sink.publish([dlqMessage(event, c.deadLetterTopic, topic, attempts, error)]);
+      metrics.failures.dlqPublished.inc();
+      logOutcome(log, event, c.deadLetterTopic, attempts, 'dlq');
+    } catch (e) {
+      // Nothing is lost: the row stays 'dead' in the table.
+      metrics.failures.dlqPublishFailed.inc();
+      log.error(
+        { event_id: event.eventId, id: event.id, err: errorMessage(e) },
+        'could not copy a dead event to the dead-letter topic',
+      );
+    }
+  }
+
+  /**
+   * Strict ordering: publishes parked events, in id order, of aggregates with no failed or
+   * dead event ahead of them (head published by a retry, resent or discarded by an operator).
+   */
+  async #releaseParked(headsPublished: Set<string>, signal: AbortSignal): Promise<void> {
+    const { store } = this.#d;
+    const r = await store.db.query<{ aggregate_type: string; aggregate_id: string }>(
+      `SELECT DISTINCT p.aggregate_type, p.aggregate_id FROM ${store.table} p
+        WHERE p.status = 'parked' AND NOT EXISTS (
+          SELECT 1 FROM ${store.table} f
+           WHERE f.aggregate_type = p.aggregate_type AND f.aggregate_id = p.aggregate_id
+             AND f.status IN ('failed', 'dead') AND f.id < p.id)
+        LIMIT 100`,
+    );
+    const aggregates = new Set(headsPublished);
+    for (const a of r.rows) aggregates.add(JSON.stringify([a.aggregate_type, a.aggregate_id]));
+    for (const key of aggregates) {
+      if (signal.aborted) return;
+      const [type, id] = JSON.parse(key) as [string, string];
+      await this.#releaseAggregate(type, id, signal);
+    }
+  }
+
+  async #releaseAggregate(type: string, id: string, signal: AbortSignal): Promise<void> {
+    const { config: c, store, blocked, log } = this.#d;
+    // Bounded: the stream may park more events of the aggregate while we release.
+    for (let round = 0; round < 1000 && !signal.aborted; round++) {
+      const next = await withTransaction(store.db, async (client): Promise<'stop' | 'empty' | 'more'> => {
+        const ahead = await client.query(
+          `SELECT 1 FROM ${store.table} WHERE aggregate_type = $1 AND aggregate_id = $2 AND status IN ('failed', 'dead') LIMIT 1`,
+          [type, id],
+        );
+        if (ahead.rowCount) return 'stop';
+        const rows = await client.query<StoredRow>(
+          `SELECT ${ROW_COLUMNS} FROM ${store.table} AS o
+            WHERE aggregate_type = $1 AND aggregate_id = $2 AND status = 'parked'
+            ORDER BY o.id LIMIT $3 FOR UPDATE SKIP LOCKED`,
+          [type, id, c.sweepBatchSize],
+        );
+        if (rows.rows.length === 0) return 'empty';
+        for (const row of rows.rows) {
+          const event = rowToEvent(row);
+          const built = this.#message(event);
+          const error = 'error' in built ? built.error : await this.#send([built.message]);
+          const topic = 'message' in built ? built.message.topic : '';
+          if (error) {
+            // The first parked event that fails becomes the new head; the rest stay parked behind it.
+            await client.query(
+              `UPDATE ${store.table} SET status = 'failed', attempts = 1, last_error = $2,
+                      next_attempt_at = now() + $3::bigint * interval '1 millisecond' WHERE id = $1`,
+              [row.id, formatError(error), failureBackoff(c, 1)],
+            );
+            this.#d.metrics.failures.eventsFailed.inc({ reason: error.reason });
+            logOutcome(log, event, topic, 1, 'retry', error);
+            return 'stop';
+          }
+          await client.query(
+            `UPDATE ${store.table} SET status = 'published', published_at = now() WHERE id = $1`,
+            [row.id],
+          );
+          logOutcome(log, event, topic, row.attempts, 'released');
+        }
+        return 'more';
+      });
+      if (next === 'stop') return;
+      if (next === 'empty') {
+        if (blocked.tryUnblock(type, id)) return;
+        await sleep(20, signal);
+      }
+    }
+  }
+
+  async #refreshGauges(): Promise<void> {
+    const { store, metrics } = this.#d;
+    const f = metrics.failures;
+    const unhealthy = await store.db.query<{ status: string; n: string; oldest: string | null }>(
+      `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
+         FROM ${store.table} WHERE status IN ('failed', 'dead', 'parked') GROUP BY status`,
+    );
+    const by = new Map(unhealthy.rows.map((r) => [r.status, r]));
+    for (const s of ['failed', 'dead', 'parked']) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
+    f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
+    const oldest = Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0));
+    f.oldestFailedAgeSeconds.set(oldest);
+    // Full counts scan the table: keep them infrequent.
+    if (Date.now() - this.#lastStatusRefresh > STATUS_REFRESH_MS) {
+      this.#lastStatusRefresh = Date.now();
+      const all = await store.db.query<{ status: string; n: string }>(
+        `SELECT status, count(*)::text AS n FROM ${store.table} WHERE status IN ('pending', 'published', 'discarded') GROUP BY status`,
+      );
+      const m = new Map(all.rows.map((r) => [r.status, Number(r.n)]));
+      for (const s of ['pending', 'published', 'discarded']) f.events.set({ status: s }, m.get(s) ?? 0);
+    }
+  }
+}
