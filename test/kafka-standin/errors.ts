@@ -1,0 +1,44 @@
+/** Kafka protocol error codes the stand-in can answer with (numbers as on the wire). */
+export const KafkaErrorCode = Object.freeze({
+  NONE: 0,
+  OFFSET_OUT_OF_RANGE: 1,
+  CORRUPT_MESSAGE: 2,
+  UNKNOWN_TOPIC_OR_PARTITION: 3,
+  LEADER_NOT_AVAILABLE: 5,
+  NOT_LEADER_OR_FOLLOWER: 6,
+  REQUEST_TIMED_OUT: 7,
+  MESSAGE_TOO_LARGE: 10,
+  NOT_COORDINATOR: 16,
+  INVALID_TOPIC_EXCEPTION: 17,
+  NOT_ENOUGH_REPLICAS: 19,
+  INVALID_REQUIRED_ACKS: 21,
+  ILLEGAL_GENERATION: 22,
+  INCONSISTENT_GROUP_PROTOCOL: 23,
+  INVALID_GROUP_ID: 24,
+  UNKNOWN_MEMBER_ID: 25,
+  INVALID_SESSION_TIMEOUT: 26,
+  REBALANCE_IN_PROGRESS: 27,
+  TOPIC_AUTHORIZATION_FAILED: 29,
+  GROUP_AUTHORIZATION_FAILED: 30,
+  UNSUPPORTED_VERSION: 35,
+  TOPIC_ALREADY_EXISTS: 36,
+  INVALID_PARTITIONS: 37,
+  INVALID_REPLICATION_FACTOR: 38,
+  INVALID_REPLICA_ASSIGNMENT: 39,
+  INVALID_CONFIG: 40,
+  INVALID_REQUEST: 42,
+  OUT_OF_ORDER_SEQUENCE_NUMBER: 45,
+  INVALID_PRODUCER_EPOCH: 47,
+  INVALID_TXN_STATE: 48,
+  FETCH_SESSION_ID_NOT_FOUND: 70,
+  MEMBER_ID_REQUIRED: 79,
+  INVALID_RECORD: 87,
+});
+
+export type KafkaErrorCodeValue = (typeof KafkaErrorCode)[keyof typeof KafkaErrorCode];
+
+const NAMES = new Map<number, string>(Object.entries(KafkaErrorCode).map(([name, code]) => [code, name]));
+
+export function errorName(code: number): string {
+  return NAMES.get(code) ?? `ERROR_${code}`;
+}
