@@ -1,0 +1,307 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/observability/logger.ts';
+import type { Relay } from '../../src/relay/relay.ts';
+import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaErrorCode } from '../kafka-standin/index.ts';
+import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { insertEvents, migrateDb, slotPosition, startRelayInProcess, testConfig } from '../support/relay.ts';
+
+/**
+ * The failure lifecycle (permanent failures recorded, retried, dead, dead-lettered; strict
+ * and relaxed ordering) against the Kafka stand-in's fault injection.
+ */
+const db = useTestDatabase();
+let kafka: KafkaHarness;
+let relay: Relay | null = null;
+
+const FAST = [
+  '--failure-backoff-ms',
+  '150',
+  '--failure-backoff-max-ms',
+  '400',
+  '--sweep-interval-ms',
+  '100',
+  '--status-interval-ms',
+  '300',
+];
+
+async function startRelay(extra: string[]): Promise<Relay> {
+  const config = testConfig(db, [...FAST, ...extra], kafka.brokers);
+  relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
+  await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
+  return relay;
+}
+
+interface Row {
+  id: string;
+  status: string;
+  attempts: number;
+  last_error: string | null;
+  next_attempt_at: Date | null;
+}
+async function rows(ids: string[]): Promise<Row[]> {
+  return db.query<Row>(
+    'SELECT id::text, status, attempts, last_error, next_attempt_at FROM outbox WHERE id = ANY($1::bigint[]) ORDER BY id',
+    [ids],
+  );
+}
+async function statusOf(id: string): Promise<string> {
+  return (await rows([id]))[0]!.status;
+}
+const seqs = async (topic: string, key: string) =>
+  (await kafka.readAll(topic))
+    .filter((m) => m.key?.toString() === key)
+    .map((m) => JSON.parse(m.value!.toString()).seq as number);
+const ev = (type: string, id: string, seq: number, size = 0) => ({
+  aggregateType: type,
+  aggregateId: id,
+  eventType: 'E',
+  payload: JSON.stringify({ seq, pad: 'x'.repeat(size) }),
+});
+
+beforeAll(async () => {
+  kafka = await startKafka();
+  requireStandIn(kafka, 'faults are injected');
+  await migrateDb(db);
+});
+
+afterEach(async () => {
+  await relay?.stop();
+  relay = null;
+});
+
+afterAll(async () => {
+  await kafka?.stop();
+});
+
+describe('permanent failures', () => {
+  it('records an unauthorized topic as failed, keeps other aggregates flowing, confirms past it, and publishes once fixed', async () => {
+    const standin = kafka.standin!;
+    standin.createTopic('outbox.event.Secret', { partitions: 1 });
+    standin.createTopic('outbox.event.Open', { partitions: 1 });
+    standin.setTopicError('outbox.event.Secret', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+    await startRelay(['--max-attempts', '0']);
+    const [s1, o1] = await insertEvents(db.pool, [ev('Secret', 's', 0), ev('Open', 'o', 0)]);
+    const [o2] = await insertEvents(db.pool, [ev('Open', 'o', 1)]);
+    const afterInsert = (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l'))[0]!.l;
+    await waitFor(async () => (await statusOf(o2!)) === 'published', {
+      timeoutMs: 20_000,
+      message: 'other aggregate published',
+    });
+    expect(await statusOf(o1!)).toBe('published');
+    await waitFor(async () => (await statusOf(s1!)) === 'failed', { message: 's1 failed' });
+    const [failed] = await rows([s1!]);
+    expect(failed!.last_error).toMatch(/permanent\/TOPIC_AUTHORIZATION_FAILED/);
+    expect(failed!.next_attempt_at).not.toBeNull();
+    // Recorded, so its position is confirmed: the slot does not wait for the failed event.
+    await waitFor(
+      async () => {
+        const { confirmed } = await slotPosition(db);
+        return (
+          await db.query<{ ok: boolean }>('SELECT $1::pg_lsn >= $2::pg_lsn AS ok', [confirmed, afterInsert])
+        )[0]!.ok;
+      },
+      { message: 'slot confirmed past the failed event' },
+    );
+    // The sweeper retries with back-off: attempts grow while the topic stays refused.
+    await waitFor(async () => (await rows([s1!]))[0]!.attempts >= 3, {
+      timeoutMs: 20_000,
+      message: 'attempts grow',
+    });
+    expect(await seqs('outbox.event.Open', 'o')).toEqual([0, 1]);
+    expect((await relay!.metrics.failures.retries.get()).values[0]!.value).toBeGreaterThanOrEqual(2);
+    standin.setTopicError('outbox.event.Secret', null);
+    await waitFor(async () => (await statusOf(s1!)) === 'published', {
+      timeoutMs: 20_000,
+      message: 's1 published after the fix',
+    });
+    expect(await seqs('outbox.event.Secret', 's')).toEqual([0]);
+  });
+
+  it('marks an event dead after max attempts and copies it to the dead-letter topic with x-dlq headers', async () => {
+    const standin = kafka.standin!;
+    standin.createTopic('outbox.event.Doomed', { partitions: 1 });
+    standin.createTopic('outbox.dlq', { partitions: 1 });
+    standin.setTopicError('outbox.event.Doomed', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+    await startRelay(['--max-attempts', '3', '--dead-letter-topic', 'outbox.dlq']);
+    const [d1] = await insertEvents(db.pool, [ev('Doomed', 'd', 0)]);
+    await waitFor(async () => (await statusOf(d1!)) === 'dead', {
+      timeoutMs: 20_000,
+      message: 'dead after 3 attempts',
+    });
+    const [dead] = await rows([d1!]);
+    expect(dead!.attempts).toBe(3);
+    expect(dead!.next_attempt_at).toBeNull();
+    await waitFor(async () => (await kafka.readAll('outbox.dlq')).length === 1, { message: 'DLQ copy' });
+    const [copy] = await kafka.readAll('outbox.dlq');
+    const h = Object.fromEntries(Object.entries(copy!.headers).map(([k, v]) => [k, v.toString()]));
+    expect(copy!.key?.toString()).toBe('d');
+    expect(JSON.parse(copy!.value!.toString()).seq).toBe(0);
+    expect(h['x-dlq-reason']).toMatch(/TOPIC_AUTHORIZATION_FAILED/);
+    expect(h['x-dlq-attempts']).toBe('3');
+    expect(h['x-dlq-original-topic']).toBe('outbox.event.Doomed');
+    expect(Date.parse(h['x-dlq-failed-at']!)).toBeGreaterThan(Date.now() - 60_000);
+    expect((await relay!.metrics.failures.retryExhaustions.get()).values[0]!.value).toBe(1);
+    expect((await relay!.metrics.failures.dlqPublished.get()).values[0]!.value).toBe(1);
+    standin.setTopicError('outbox.event.Doomed', null);
+  });
+
+  it('does not burn attempts while the broker is down during a sweep', async () => {
+    const standin = kafka.standin!;
+    standin.createTopic('outbox.event.Flaky', { partitions: 1 });
+    standin.setTopicError('outbox.event.Flaky', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+    await startRelay([
+      '--max-attempts',
+      '0',
+      '--failure-backoff-ms',
+      '50',
+      '--failure-backoff-max-ms',
+      '100',
+    ]);
+    const [f1] = await insertEvents(db.pool, [ev('Flaky', 'f', 0)]);
+    await waitFor(async () => (await statusOf(f1!)) === 'failed');
+    await standin.down();
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const before = (await rows([f1!]))[0]!.attempts;
+      // Many sweep rounds with the row due and the broker unreachable.
+      await new Promise((r) => setTimeout(r, 4000));
+      expect((await rows([f1!]))[0]!.attempts).toBe(before);
+    } finally {
+      await standin.up();
+    }
+    standin.setTopicError('outbox.event.Flaky', null);
+    await waitFor(async () => (await statusOf(f1!)) === 'published', { timeoutMs: 30_000 });
+  });
+});
+
+describe('ordering per aggregate', () => {
+  /** Acct topic refuses values over 400 bytes (MESSAGE_TOO_LARGE): A1 is big, A2.. small. */
+  function tooLargeTopic(name: string) {
+    const standin = kafka.standin!;
+    if (standin.topics().includes(name)) standin.deleteTopic(name);
+    standin.createTopic(name, { partitions: 1, maxMessageBytes: 400 });
+  }
+  function fixTopic(name: string) {
+    const standin = kafka.standin!;
+    standin.deleteTopic(name);
+    standin.createTopic(name, { partitions: 1 });
+  }
+
+  it('strict: later events of a failed aggregate are parked (also across a restart) and released in order', async () => {
+    tooLargeTopic('outbox.event.Strict');
+    kafka.standin!.createTopic('outbox.event.Other', { partitions: 1 });
+    await startRelay(['--ordering', 'strict', '--max-attempts', '0']);
+    const [a1] = await insertEvents(db.pool, [ev('Strict', 'A', 1, 2000)]);
+    const [a2, b1, a3] = await insertEvents(db.pool, [
+      ev('Strict', 'A', 2),
+      ev('Other', 'B', 1),
+      ev('Strict', 'A', 3),
+    ]);
+    await waitFor(async () => (await statusOf(b1!)) === 'published', {
+      timeoutMs: 20_000,
+      message: 'B1 flows meanwhile',
+    });
+    await waitFor(
+      async () => (await rows([a1!, a2!, a3!])).map((r) => r.status).join() === 'failed,parked,parked',
+      {
+        message: async () =>
+          `A1 failed, A2 and A3 parked (is ${(await rows([a1!, a2!, a3!])).map((r) => r.status)})`,
+      },
+    );
+    expect((await rows([a1!]))[0]!.last_error).toMatch(/MESSAGE_TOO_LARGE/);
+    // Restart: the new relay knows A is blocked from the table alone.
+    await relay!.stop();
+    await startRelay(['--ordering', 'strict', '--max-attempts', '0']);
+    const [a4] = await insertEvents(db.pool, [ev('Strict', 'A', 4)]);
+    await waitFor(async () => (await statusOf(a4!)) === 'parked', { message: 'A4 parked after the restart' });
+    expect(await seqs('outbox.event.Strict', 'A')).toEqual([]);
+    fixTopic('outbox.event.Strict');
+    await waitFor(async () => (await rows([a1!, a2!, a3!, a4!])).every((r) => r.status === 'published'), {
+      timeoutMs: 20_000,
+      message: 'A1..A4 published after the fix',
+    });
+    const [a5] = await insertEvents(db.pool, [ev('Strict', 'A', 5)]);
+    await waitFor(async () => (await statusOf(a5!)) === 'published', {
+      message: 'A5 flows once A is released',
+    });
+    // Row ids cross 9 → 10 here: a release ordered by the id as text would put A4 first (a bug this caught).
+    expect(await seqs('outbox.event.Strict', 'A')).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('relaxed: later events of the aggregate go first; the failed one is retried on its own', async () => {
+    tooLargeTopic('outbox.event.Relaxed');
+    await startRelay(['--ordering', 'relaxed', '--max-attempts', '0']);
+    const [r1] = await insertEvents(db.pool, [ev('Relaxed', 'R', 1, 2000)]);
+    const [r2, r3] = await insertEvents(db.pool, [ev('Relaxed', 'R', 2), ev('Relaxed', 'R', 3)]);
+    await waitFor(async () => (await rows([r2!, r3!])).every((r) => r.status === 'published'), {
+      timeoutMs: 20_000,
+    });
+    expect(await statusOf(r1!)).toBe('failed');
+    // Across a restart too.
+    await relay!.stop();
+    await startRelay(['--ordering', 'relaxed', '--max-attempts', '0']);
+    const [r4] = await insertEvents(db.pool, [ev('Relaxed', 'R', 4)]);
+    await waitFor(async () => (await statusOf(r4!)) === 'published');
+    // Grow the topic's limit without dropping what it holds: raise it by recreating with the records re-produced is not
+    // possible, so read what is there first.
+    const before = await seqs('outbox.event.Relaxed', 'R');
+    expect(before).toEqual([2, 3, 4]);
+    fixTopic('outbox.event.Relaxed');
+    await waitFor(async () => (await statusOf(r1!)) === 'published', { timeoutMs: 20_000 });
+    expect(await seqs('outbox.event.Relaxed', 'R')).toEqual([1]);
+  });
+});
+
+describe('re-streamed after a recorded failure (a crash between recording and confirming)', () => {
+  // A second slot created before the insert replays the same transaction, as a relay restarted
+  // before confirming would see it again.
+  for (const ordering of ['strict', 'relaxed'] as const) {
+    it(`${ordering}: no second failure record, attempts not counted twice, nothing published`, async () => {
+      const standin = kafka.standin!;
+      const topic = `outbox.event.Replayed${ordering}`;
+      standin.createTopic(topic, { partitions: 1 });
+      standin.setTopicError(topic, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+      const replaySlot = `${db.name}_${ordering[0]}`;
+      await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [replaySlot]);
+      const slow = [
+        '--ordering',
+        ordering,
+        '--max-attempts',
+        '0',
+        '--failure-backoff-ms',
+        '600000',
+        '--failure-backoff-max-ms',
+        '600000',
+      ];
+      await startRelay(slow);
+      const [x1] = await insertEvents(db.pool, [ev(`Replayed${ordering}`, 'x', 0)]);
+      await waitFor(async () => (await statusOf(x1!)) === 'failed', { message: 'x1 failed' });
+      const first = (await rows([x1!]))[0]!;
+      await relay!.stop();
+      // The "restarted" relay streams the same transaction again from the replay slot.
+      const afterInsert = (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l'))[0]!.l;
+      await startRelay([...slow, '--slot', replaySlot]);
+      await waitFor(
+        async () =>
+          (
+            await db.query<{ ok: boolean }>(
+              'SELECT confirmed_flush_lsn >= $2::pg_lsn AS ok FROM pg_replication_slots WHERE slot_name = $1',
+              [replaySlot, afterInsert],
+            )
+          )[0]?.ok === true,
+        { timeoutMs: 20_000, message: 'replay slot confirmed past the re-streamed event' },
+      );
+      const again = (await rows([x1!]))[0]!;
+      expect(again.status).toBe('failed');
+      expect(again.attempts).toBe(1);
+      expect(again.next_attempt_at?.getTime()).toBe(first.next_attempt_at?.getTime());
+      expect(standin.count(topic)).toBe(0);
+      await relay!.stop();
+      relay = null;
+      await db.query('SELECT pg_drop_replication_slot($1)', [replaySlot]);
+      standin.setTopicError(topic, null);
+    });
+  }
+});

@@ -1,0 +1,188 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXIT } from '../../src/cli/exit-codes.ts';
+import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
+
+/** Runs a CLI command to completion; returns exit code and stderr. */
+async function cli(args: string[], env: Record<string, string> = {}) {
+  const p = spawnCli(args, env);
+  const code = await p.exited;
+  return { code, err: p.logs(), out: p.stdout() };
+}
+
+function withUser(url: string, user: string): string {
+  const u = new URL(url);
+  u.username = user;
+  u.password = '';
+  return u.toString();
+}
+
+const db = useTestDatabase();
+
+beforeAll(async () => {
+  await migrateDb(db);
+});
+
+describe('preflight errors name the problem and the fix', () => {
+  it('check passes on a migrated database', async () => {
+    const r = await cli(['check', '--database-url', db.url]);
+    expect(r.err).toMatch(/preflight passed/);
+    expect(r.code).toBe(EXIT.OK);
+  });
+
+  it('a role without REPLICATION', async () => {
+    const role = `norepl_${db.name}`.slice(0, 60);
+    await db.query(`CREATE ROLE ${role} LOGIN NOREPLICATION`);
+    try {
+      const r = await cli(['check', '--database-url', withUser(db.url, role)]);
+      expect(r.code).toBe(EXIT.CONFIG);
+      expect(r.err).toMatch(/ROLE_NOT_REPLICATION.*lacks the REPLICATION attribute/);
+      expect(r.err).toMatch(/ALTER ROLE <role> WITH REPLICATION/);
+    } finally {
+      await db.query(`DROP ROLE ${role}`);
+    }
+  });
+
+  it('a missing publication', async () => {
+    const r = await cli(['check', '--database-url', db.url, '--publication', 'nope_pub']);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/PUBLICATION_MISSING.*publication nope_pub does not exist/);
+    expect(r.err).toMatch(/outbox-relay migrate/);
+  });
+
+  it('a publication that covers other tables and operations', async () => {
+    await db.query('CREATE TABLE IF NOT EXISTS other_t (id int primary key)');
+    await db.query(`CREATE PUBLICATION wide_pub FOR TABLE outbox, other_t WITH (publish = 'insert, update')`);
+    const r = await cli(['check', '--database-url', db.url, '--publication', 'wide_pub']);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/PUBLICATION_MISMATCH/);
+    expect(r.err).toMatch(/also covers public\.other_t/);
+    expect(r.err).toMatch(/also publishes update/);
+  });
+
+  it('a missing outbox table', async () => {
+    const r = await cli(['check', '--database-url', db.url, '--table', 'no_such_outbox']);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/OUTBOX_TABLE_MISSING.*no_such_outbox does not exist/);
+  });
+
+  it('a slot that exists with another plugin', async () => {
+    await db.query(`SELECT pg_create_logical_replication_slot('td_slot_${db.name}'::name, 'test_decoding')`);
+    const r = await cli([
+      'run',
+      '--database-url',
+      db.url,
+      '--sink',
+      'stdout',
+      '--slot',
+      `td_slot_${db.name}`,
+    ]);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/SLOT_WRONG_PLUGIN.*with plugin test_decoding/);
+  });
+
+  it('bad configuration exits 78 naming the option', async () => {
+    const r = await cli(['run', '--database-url', db.url, '--batch-size', 'zero']);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/--batch-size \(flag\): expected a whole number, got "zero"/);
+    const r2 = await cli(['run', '--sink', 'stdout'], { DATABASE_URL: '' });
+    expect(r2.code).toBe(EXIT.CONFIG);
+    expect(r2.err).toMatch(/--database-url \/ DATABASE_URL: is required/);
+  });
+
+  it('never logs the database password', async () => {
+    const u = new URL(db.url);
+    u.password = 'sup3r-secret-pw';
+    const p = spawnCli([
+      'run',
+      '--database-url',
+      u.toString(),
+      '--sink',
+      'stdout',
+      '--log-level',
+      'debug',
+      '--slot',
+      slotOf(db),
+    ]);
+    await p.waitForLog(/starting relay/);
+    p.kill('SIGKILL');
+    await p.exited;
+    expect(p.logs()).not.toContain('sup3r-secret-pw');
+    expect(p.logs()).toContain('***');
+  });
+});
+
+describe('preflight on servers set up wrongly', () => {
+  let replica: ThrowawayPostgres | undefined;
+  let tiny: ThrowawayPostgres | undefined;
+
+  beforeAll(async () => {
+    [replica, tiny] = await Promise.all([
+      startThrowawayPostgres({ settings: { wal_level: 'replica' } }),
+      startThrowawayPostgres({ settings: { max_replication_slots: 1 } }),
+    ]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([replica?.stop(), tiny?.stop()]);
+  });
+
+  it('wal_level is not logical', async () => {
+    const r = await cli(['check', '--database-url', replica!.url]);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/WAL_LEVEL_NOT_LOGICAL.*wal_level is 'replica'/);
+    expect(r.err).toMatch(/ALTER SYSTEM SET wal_level = 'logical'/);
+  });
+
+  it('max_replication_slots exhausted', async () => {
+    const c = new pg.Client({ connectionString: tiny!.url });
+    await c.connect();
+    try {
+      const { migrate } = await import('../../src/store/migrate.ts');
+      await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub' });
+      await c.query(`SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')`);
+    } finally {
+      await c.end();
+    }
+    const r = await cli(['run', '--database-url', tiny!.url, '--sink', 'stdout']);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/SLOT_LIMIT_REACHED.*all 1 replication slots/);
+    expect(r.err).toMatch(/max_replication_slots/);
+  });
+});
+
+describe('a slot held by another process', () => {
+  it('waits and retries instead of crash-looping', async () => {
+    // Hold the slot from a raw replication connection, like another relay would.
+    const holder = new pg.Client({ connectionString: db.url, replication: 'database' } as pg.ClientConfig);
+    await holder.connect();
+    holder.on('error', () => {});
+    void holder
+      .query(
+        `START_REPLICATION SLOT ${slotOf(db)} LOGICAL 0/0 (proto_version '1', publication_names 'outbox_pub')`,
+      )
+      .catch(() => {});
+    await waitFor(
+      async () =>
+        (
+          await db.query<{ active: boolean }>(
+            `SELECT active FROM pg_replication_slots WHERE slot_name = $1`,
+            [slotOf(db)],
+          )
+        )[0]?.active === true,
+    );
+    const p = spawnCli(['run', '--database-url', db.url, '--sink', 'stdout', '--slot', slotOf(db)]);
+    try {
+      await p.waitForLog(/waiting to take over/);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(p.child.exitCode).toBeNull();
+      await holder.end().catch(() => {});
+      await p.waitForLog(/streaming from the slot/, 20_000);
+    } finally {
+      p.kill('SIGTERM');
+      expect(await p.exited).toBe(0);
+    }
+  });
+});

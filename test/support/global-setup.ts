@@ -1,0 +1,138 @@
+/**
+ * vitest globalSetup: provides ONE PostgreSQL with wal_level=logical for the whole run, as
+ * `inject('pgAdminUrl')`. Test files create their own databases on it (test/support/postgres.ts).
+ *
+ * Chosen in this order:
+ *   1. OUTBOX_TEST_DATABASE_URL (must already have wal_level=logical);
+ *   2. a throwaway cluster from the local server binaries (src/dev/throwaway-postgres.ts);
+ *   3. a postgres:17 container via testcontainers, if a container engine is reachable;
+ *   4. otherwise fail, naming all three.
+ */
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { startThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Superuser-ish URL (CREATEDB + REPLICATION) of the run's Postgres, on its `postgres` database. */
+    pgAdminUrl: string;
+    /** Which source provided it, e.g. "local binaries /usr/lib/postgresql/15/bin". */
+    pgSource: string;
+  }
+}
+
+type Acquired = { url: string; source: string; teardown: () => Promise<void> };
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}
+
+/** Checks that the server can do what the tests need; throws a message that says how to fix it. */
+export async function verifyLogicalPostgres(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    const walLevel = (await client.query<{ wal_level: string }>('SHOW wal_level')).rows[0]?.wal_level;
+    if (walLevel !== 'logical') {
+      throw new Error(
+        `The test Postgres at ${redact(url)} has wal_level=${walLevel}; the relay's tests need logical ` +
+          'replication. Fix: `ALTER SYSTEM SET wal_level = logical;` then restart the server ' +
+          '(and make sure max_replication_slots and max_wal_senders are > 0).',
+      );
+    }
+    const role = (
+      await client.query<{ rolsuper: boolean; rolcreatedb: boolean; rolreplication: boolean }>(
+        'SELECT rolsuper, rolcreatedb, rolreplication FROM pg_roles WHERE rolname = current_user',
+      )
+    ).rows[0];
+    if (!role || !(role.rolsuper || (role.rolcreatedb && role.rolreplication))) {
+      throw new Error(
+        `The user of ${redact(url)} needs CREATEDB and REPLICATION (or superuser): ` +
+          '`ALTER ROLE <user> CREATEDB REPLICATION;`',
+      );
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+async function fromContainer(): Promise<Acquired> {
+  const { GenericContainer, Wait, getContainerRuntimeClient } = await import('testcontainers');
+  await getContainerRuntimeClient(); // throws if no container engine is reachable
+  const container = await new GenericContainer('postgres:17')
+    .withEnvironment({ POSTGRES_PASSWORD: 'postgres' })
+    .withCommand([
+      'postgres',
+      ...['-c', 'wal_level=logical', '-c', 'max_replication_slots=64', '-c', 'max_wal_senders=64'],
+      ...['-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+      ...['-c', 'full_page_writes=off'],
+    ])
+    .withExposedPorts(5432)
+    .withTmpFs({ '/var/lib/postgresql/data': 'rw' })
+    // The entrypoint starts a temporary server first, so "ready" is logged twice.
+    .withWaitStrategy(Wait.forLogMessage(/database system is ready to accept connections/, 2))
+    .withStartupTimeout(120_000)
+    .start();
+  const url = `postgres://postgres:postgres@${container.getHost()}:${container.getMappedPort(5432)}/postgres`;
+  return {
+    url,
+    source: `testcontainers postgres:17 (${container.getId().slice(0, 12)})`,
+    teardown: async () => {
+      await container.stop();
+    },
+  };
+}
+
+async function acquire(): Promise<Acquired> {
+  const fromEnv = process.env.OUTBOX_TEST_DATABASE_URL;
+  if (fromEnv) {
+    return {
+      url: fromEnv,
+      source: `OUTBOX_TEST_DATABASE_URL (${redact(fromEnv)})`,
+      teardown: async () => {},
+    };
+  }
+
+  const reasons: string[] = [];
+  try {
+    const local = await startThrowawayPostgres();
+    return {
+      url: local.url,
+      source: `throwaway cluster from local binaries ${local.binDir} on port ${local.port}`,
+      teardown: local.stop,
+    };
+  } catch (err) {
+    reasons.push(`local binaries: ${(err as Error).message}`);
+  }
+
+  try {
+    return await fromContainer();
+  } catch (err) {
+    reasons.push(`testcontainers: ${(err as Error).message}`);
+  }
+
+  throw new Error(
+    'No PostgreSQL with wal_level=logical for the tests. Provide one of:\n' +
+      '  1. OUTBOX_TEST_DATABASE_URL=postgres://user:pass@host:port/db of a server with wal_level=logical ' +
+      '(user with CREATEDB + REPLICATION);\n' +
+      '  2. local PostgreSQL server binaries (`apt-get install postgresql`, or set OUTBOX_PG_BINDIR) ' +
+      'for a throwaway cluster;\n' +
+      '  3. a running container engine (Docker/Podman) for testcontainers postgres:17.\n' +
+      `Why each automatic option failed:\n  - ${reasons.join('\n  - ')}`,
+  );
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = Date.now();
+  const pgs = await acquire();
+  try {
+    await verifyLogicalPostgres(pgs.url);
+  } catch (err) {
+    await pgs.teardown();
+    throw err;
+  }
+  project.provide('pgAdminUrl', pgs.url);
+  project.provide('pgSource', pgs.source);
+  console.log(`[test postgres] ${pgs.source}, ready in ${Date.now() - started} ms`);
+  return pgs.teardown;
+}
