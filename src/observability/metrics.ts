@@ -16,6 +16,8 @@ export class RelayMetrics {
   readonly relayState: Gauge<'state'>;
   readonly transientErrors: Counter<'dependency' | 'reason'>;
   readonly failures: FailureMetrics;
+  readonly slot: SlotMetrics;
+  readonly pruned: Counter<'status'>;
 
   constructor(registry = new Registry()) {
     this.registry = registry;
@@ -71,6 +73,13 @@ export class RelayMetrics {
       registers: r,
     });
     this.failures = new FailureMetrics(registry);
+    this.slot = new SlotMetrics(registry);
+    this.pruned = new Counter({
+      name: 'outbox_pruned_total',
+      help: 'Outbox rows deleted by retention pruning, by status.',
+      labelNames: ['status'],
+      registers: r,
+    });
   }
 
   setState(state: RelayState): void {
@@ -78,7 +87,8 @@ export class RelayMetrics {
   }
 }
 
-export const RELAY_STATES = ['starting', 'waiting', 'streaming', 'stopping', 'stopped'] as const;
+/** 'standby': another relay holds the slot (hot standby); 'waiting': a dependency outage, retried. */
+export const RELAY_STATES = ['starting', 'standby', 'waiting', 'streaming', 'stopping', 'stopped'] as const;
 export type RelayState = (typeof RELAY_STATES)[number];
 
 /** Failure-lifecycle metrics (seed 001's names), registered on the relay's registry. */
@@ -136,5 +146,55 @@ export class FailureMetrics {
       help: "Age of the oldest 'failed' or 'dead' event, 0 when there is none.",
       registers: r,
     });
+  }
+}
+
+/** The replication slot's health, read by the sweeper of the instance that holds the slot. */
+export class SlotMetrics {
+  readonly retainedWalBytes: Gauge;
+  readonly confirmedLagBytes: Gauge;
+  readonly active: Gauge;
+  readonly walStatus: Gauge<'status'>;
+  readonly safeWalSizeBytes: Gauge;
+
+  constructor(registry: Registry) {
+    const r = [registry];
+    this.retainedWalBytes = new Gauge({
+      name: 'outbox_slot_retained_wal_bytes',
+      help: 'WAL the slot keeps on the server: pg_current_wal_lsn() - restart_lsn, in bytes.',
+      registers: r,
+    });
+    this.confirmedLagBytes = new Gauge({
+      name: 'outbox_slot_confirmed_lag_bytes',
+      help: 'WAL written since the slot confirmed_flush_lsn: pg_current_wal_lsn() - confirmed_flush_lsn, in bytes.',
+      registers: r,
+    });
+    this.active = new Gauge({
+      name: 'outbox_slot_active',
+      help: '1 while a process streams from the slot, else 0.',
+      registers: r,
+    });
+    this.walStatus = new Gauge({
+      name: 'outbox_slot_wal_status',
+      help: 'The slot wal_status: 1 for the current one (reserved, extended, unreserved, lost).',
+      labelNames: ['status'],
+      registers: r,
+    });
+    this.safeWalSizeBytes = new Gauge({
+      name: 'outbox_slot_safe_wal_size_bytes',
+      help: 'WAL that may still be written before the slot risks invalidation; -1 when unlimited or not watched here.',
+      registers: r,
+    });
+    this.clear();
+  }
+
+  /** No longer watched (this instance stopped holding the slot): report nothing stale. */
+  clear(): void {
+    this.retainedWalBytes.set(0);
+    this.confirmedLagBytes.set(0);
+    this.active.set(0);
+    this.walStatus.reset();
+    // -1 like "unlimited": never read as an exhausted budget.
+    this.safeWalSizeBytes.set(-1);
   }
 }

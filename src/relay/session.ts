@@ -15,6 +15,7 @@ import type { OutboxStore } from '../store/outbox-store.ts';
 import { backoffDelay, sleep } from './backoff.ts';
 import type { BlockedAggregates } from './blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from './failure-policy.ts';
+import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
 import type { OutageLog } from './outage-log.ts';
 
@@ -61,6 +62,11 @@ export class ReplicationSession {
   #paused = false;
   #warnedOtherTable = false;
   #lastProgressAt = Date.now();
+  /** Rejected by fail(): ends run() with that error (e.g. the sweeper found the slot lost). */
+  #rejectFailed: (e: RelayError) => void = () => {};
+  readonly #failed = new Promise<never>((_, reject) => {
+    this.#rejectFailed = reject;
+  });
 
   constructor(deps: SessionDeps, startLsn: Lsn) {
     this.#d = deps;
@@ -76,6 +82,11 @@ export class ReplicationSession {
 
   get lastProgressAt(): number {
     return this.#lastProgressAt;
+  }
+
+  /** Ends the session with `e` (not drained: for fatal conditions such as an invalidated slot). */
+  fail(e: RelayError): void {
+    this.#rejectFailed(e);
   }
 
   /**
@@ -96,7 +107,7 @@ export class ReplicationSession {
     });
     this.#conn = conn;
     const streamDone = conn.stream(
-      { slot: c.slot, publication: c.publication },
+      { slot: c.slot, publication: c.publication, messages: c.heartbeatIntervalMs > 0 },
       {
         onData: (at, data) => this.#onData(at, data),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
@@ -110,6 +121,9 @@ export class ReplicationSession {
     const timer = setInterval(() => this.#sendStatus(true), c.statusIntervalMs);
     const publisher = this.#publishLoop();
     publisher.catch(() => {});
+    this.#failed.catch(() => {});
+    const heartbeat = new Heartbeat(this.#d.store.db, c.heartbeatIntervalMs, c.slot, log);
+    heartbeat.start();
     onStreaming();
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'streaming from the slot');
 
@@ -121,6 +135,7 @@ export class ReplicationSession {
       const first = await Promise.race([
         streamDone.then(() => 'ended' as const),
         publisher.then(() => 'publisher-ended' as const),
+        this.#failed,
         stopped,
       ]);
       if (first === 'stop') {
@@ -135,6 +150,7 @@ export class ReplicationSession {
       throw classifyStreamError(e);
     } finally {
       clearInterval(timer);
+      await heartbeat.stop();
       this.#abort.abort();
       await publisher.catch(() => {});
       await conn.close();
@@ -197,6 +213,15 @@ export class ReplicationSession {
         this.#applyBackpressure();
         return;
       }
+      case 'message':
+        // A non-transactional message (the heartbeat, or anyone's) outside a transaction is a
+        // position like a keepalive's: settled, confirmable behind what is in flight, never
+        // published. Transactional ones belong to their transaction and are ignored.
+        if (!d.transactional) {
+          this.#tracker.noteServerPosition(d.lsn);
+          this.#maybeConfirm();
+        }
+        return;
       case 'other-table':
         if (!this.#warnedOtherTable) {
           this.#warnedOtherTable = true;

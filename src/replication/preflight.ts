@@ -166,7 +166,7 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
     );
   }
   if (s.wal_status === 'lost') {
-    throw new RelayError(ErrorCode.SLOT_INVALIDATED, `slot ${slot} is invalidated (wal_status = lost)`);
+    throw slotInvalidatedError(slot, s.confirmed_flush_lsn);
   }
   if (s.active) {
     throw new RelayError(
@@ -179,4 +179,19 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
     );
   }
   return { confirmedFlushLsn: s.confirmed_flush_lsn ? parseLsn(s.confirmed_flush_lsn) : 0n, created };
+}
+
+/**
+ * wal_status = 'lost': PostgreSQL removed WAL the slot still needed (it fell further behind than
+ * max_slot_wal_keep_size) and invalidated it. Fatal: the slot can never be streamed from again,
+ * and the events committed between its last confirmed position and now may never be relayed.
+ */
+export function slotInvalidatedError(slot: string, confirmedFlushLsn: string | null): RelayError {
+  const from = confirmedFlushLsn ? ` (its last confirmed position was ${confirmedFlushLsn})` : '';
+  return new RelayError(
+    ErrorCode.SLOT_INVALIDATED,
+    `slot ${slot} was invalidated by PostgreSQL (wal_status = lost): it fell further behind than max_slot_wal_keep_size and the WAL it still needed was removed${from}. ` +
+      'Events committed between that position and now may be missing from the broker; the relay cannot resume from this slot.',
+    { details: { slot, confirmedFlushLsn } },
+  );
 }

@@ -1,5 +1,5 @@
 import type { Config } from '../config/load.ts';
-import { errorMessage } from '../errors.ts';
+import { errorMessage, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../relay/backoff.ts';
@@ -13,6 +13,8 @@ import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts'
 import type { OutboxStore } from '../store/outbox-store.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
+import { Retention } from './retention.ts';
+import { SlotWatch } from './slot-watch.ts';
 
 export interface SweeperDeps {
   config: Config;
@@ -21,6 +23,8 @@ export interface SweeperDeps {
   blocked: BlockedAggregates;
   log: Logger;
   metrics: RelayMetrics;
+  /** A condition the relay cannot go on with (the slot was invalidated): the sweep loop ends. */
+  onFatal?: (e: RelayError) => void;
 }
 
 /** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
@@ -42,10 +46,35 @@ export class Sweeper {
   #abort = new AbortController();
   #loop: Promise<void> | null = null;
   #lastStatusRefresh = 0;
+  readonly #slotWatch: SlotWatch;
+  readonly #retention: Retention;
+  #lastSlotCheck = 0;
+  #lastPrune = 0;
+  readonly #failingSteps = new Set<string>();
 
   constructor(deps: SweeperDeps) {
     this.#d = deps;
     this.#route = { topicTemplate: deps.config.topicTemplate, topicOverrides: deps.config.topicOverrides };
+    const c = deps.config;
+    this.#slotWatch = new SlotWatch({
+      db: deps.store.db,
+      slot: c.slot,
+      thresholds: { warnBytes: c.slotWarnBytes, criticalBytes: c.slotCriticalBytes },
+      metrics: deps.metrics.slot,
+      log: deps.log,
+    });
+    this.#retention = new Retention({
+      db: deps.store.db,
+      table: deps.store.table,
+      tableName: `${c.schema}.${c.table}`,
+      slot: c.slot,
+      publishedRetentionMs: c.retentionPublishedMs,
+      ...(c.retentionDeadMs === undefined ? {} : { deadRetentionMs: c.retentionDeadMs }),
+      markPublished: c.markPublished,
+      batchSize: c.pruneBatchSize,
+      metrics: deps.metrics,
+      log: deps.log,
+    });
   }
 
   start(): void {
@@ -57,6 +86,10 @@ export class Sweeper {
         try {
           await this.sweepOnce(signal);
         } catch (e) {
+          if (e instanceof RelayError && !e.retriable) {
+            this.#d.onFatal?.(e);
+            return;
+          }
           if (!(e instanceof TransientDuringSweep))
             this.#d.log.warn({ err: errorMessage(e) }, 'sweep failed; retrying next round');
         }
@@ -69,15 +102,60 @@ export class Sweeper {
     this.#abort.abort();
     await this.#loop;
     this.#loop = null;
+    // This instance no longer holds the slot: its slot gauges would only be stale.
+    this.#d.metrics.slot.clear();
   }
 
-  /** One round: due retries, then releases, then gauges. */
+  /**
+   * One round: slot health and retention (each at its own interval, first: they matter most
+   * while the broker is down, which aborts the rest of the round), due retries, releases, gauges.
+   */
   async sweepOnce(signal: AbortSignal = new AbortController().signal): Promise<void> {
+    await this.#maintain(signal);
+    if (signal.aborted) return;
     const released = await this.#retryDue(signal);
     if (signal.aborted) return;
     await this.#releaseParked(released, signal);
     if (signal.aborted) return;
     await this.#refreshGauges();
+  }
+
+  async #maintain(signal: AbortSignal): Promise<void> {
+    const c = this.#d.config;
+    if (Date.now() - this.#lastSlotCheck >= c.slotCheckIntervalMs) {
+      this.#lastSlotCheck = Date.now();
+      await this.#step('slot check', () => this.#slotWatch.check());
+    }
+    if (c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
+      this.#lastPrune = Date.now();
+      await this.#step('retention', async () => {
+        // A round cut short (a large backlog) continues at the next sweep, between retries.
+        if ((await this.#retention.pruneOnce(signal))?.more) this.#lastPrune = 0;
+      });
+    }
+  }
+
+  /**
+   * A maintenance step whose failure must not hold up retries and releases: logged once per
+   * streak (e.g. the relay's role lacks DELETE for retention) and tried again at its next turn.
+   * Fatal errors (the slot was invalidated) go through.
+   */
+  async #step(name: string, run: () => Promise<unknown>): Promise<void> {
+    try {
+      await run();
+      if (this.#failingSteps.delete(name)) this.#d.log.info({ step: name }, `${name} works again`);
+    } catch (e) {
+      if (e instanceof RelayError && !e.retriable) throw e;
+      if (!this.#failingSteps.has(name)) {
+        const code = (e as { code?: string }).code;
+        const hint =
+          code === '42501' && name === 'retention'
+            ? ' (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune)'
+            : '';
+        this.#d.log.warn({ step: name, err: errorMessage(e), code }, `${name} failed${hint}; retrying`);
+      }
+      this.#failingSteps.add(name);
+    }
   }
 
   #message(event: OutboxEvent): { message: OutboundMessage } | { error: Classified } {
