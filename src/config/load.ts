@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
-import { type Command, type OptionSpec, optionsFor } from './options.ts';
+import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
 
 /** The resolved configuration: every option with its default applied. */
 export interface Config {
@@ -11,6 +11,7 @@ export interface Config {
   table: string;
   publication: string;
   slot: string;
+  standbyPollMs: number;
   sink: 'kafka' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
@@ -44,9 +45,33 @@ export interface Config {
   deadLetterTopic?: string;
   sweepIntervalMs: number;
   sweepBatchSize: number;
+  slotCheckIntervalMs: number;
+  slotWarnBytes: number;
+  slotCriticalBytes: number;
+  heartbeatIntervalMs: number;
+  prune: boolean;
+  retentionPublishedMs: number;
+  retentionDeadMs?: number;
+  pruneIntervalMs: number;
+  pruneBatchSize: number;
   config?: string;
   demoEvents?: number;
   demoFollow?: boolean;
+  /** Operator commands (src/ops/). */
+  json: boolean;
+  status?: string[];
+  since?: string;
+  until?: string;
+  aggregateType?: string;
+  aggregateId?: string;
+  eventId?: string;
+  afterId?: number;
+  limit: number;
+  filter: boolean;
+  resetAttempts: boolean;
+  yes: boolean;
+  dryRun: boolean;
+  replayBatchSize: number;
   logLevel: string;
   logFormat: 'auto' | 'json' | 'pretty';
   http: boolean;
@@ -61,6 +86,8 @@ export interface Loaded {
 }
 
 type Source = 'flag' | 'config file' | 'environment';
+
+const OPS_COMMANDS: readonly Command[] = ['status', 'events', 'replay', 'slot'];
 
 function invalid(spec: OptionSpec, source: Source, why: string): RelayError {
   const where = source === 'flag' ? `--${spec.flag}` : source === 'environment' ? spec.env : `"${spec.key}"`;
@@ -199,8 +226,11 @@ export function loadConfig(command: Command, argv: string[], env: NodeJS.Process
       );
     }
     const known = new Map(specs.map((s) => [s.key, s]));
+    // The operator commands read the relay's own config file: options of `run` are not theirs to reject.
+    const shared = OPS_COMMANDS.includes(command) ? new Set(OPTIONS.map((o) => o.key)) : new Set<string>();
     for (const [k, v] of Object.entries(json)) {
       const s = known.get(k);
+      if (!s && shared.has(k)) continue;
       if (!s) {
         throw new RelayError(
           ErrorCode.CONFIG_INVALID,
@@ -259,6 +289,9 @@ function validate(command: Command, c: Config, specs: OptionSpec[]): void {
     if (c.retryMaxMs < c.retryInitialMs) throw fail('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw fail('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
+    }
+    if (c.slotWarnBytes > 0 && c.slotCriticalBytes > 0 && c.slotCriticalBytes < c.slotWarnBytes) {
+      throw fail('slotCriticalBytes', 'must not be below --slot-warn-bytes (or 0 to turn it off)');
     }
     if (c.deadLetterTopic) {
       const d = checkTopicTemplate(c.deadLetterTopic);

@@ -6,7 +6,7 @@
  */
 export type OptionType = 'string' | 'int' | 'bool' | 'list' | 'map' | 'enum';
 
-export type Command = 'run' | 'migrate' | 'check' | 'demo';
+export type Command = 'run' | 'migrate' | 'check' | 'demo' | 'status' | 'events' | 'replay' | 'slot';
 
 export interface OptionSpec {
   key: string;
@@ -23,8 +23,10 @@ export interface OptionSpec {
   commands: readonly Command[];
 }
 
-const ALL: readonly Command[] = ['run', 'migrate', 'check', 'demo'];
-const DB: readonly Command[] = ['run', 'migrate', 'check'];
+/** Operator commands (src/ops/): the same connection options as `run`, never need the relay stopped. */
+const OPS: readonly Command[] = ['status', 'events', 'replay', 'slot'];
+const ALL: readonly Command[] = ['run', 'migrate', 'check', 'demo', ...OPS];
+const DB: readonly Command[] = ['run', 'migrate', 'check', ...OPS];
 const RUN: readonly Command[] = ['run', 'demo'];
 
 export const OPTIONS: readonly OptionSpec[] = [
@@ -78,6 +80,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Database',
     doc: 'Logical replication slot (pgoutput). Created when missing. One relay per database and slot.',
     commands: ALL,
+  },
+  {
+    key: 'standbyPollMs',
+    flag: 'standby-poll-ms',
+    env: 'OUTBOX_STANDBY_POLL_MS',
+    type: 'int',
+    default: 1000,
+    min: 100,
+    group: 'Database',
+    doc: "Hot standby: how often a relay that is not the active one tries to take the slot's leader lock (so it takes over within about this long after the active relay dies), and how often the active relay checks its lock connection.",
+    commands: RUN,
   },
   // --- sink ---
   {
@@ -293,7 +306,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'bool',
     default: true,
     group: 'Pipeline',
-    doc: "Set status = 'published' on rows the broker acknowledged, before confirming them. Off (--no-mark-published) saves one UPDATE per batch; rows then stay 'pending' and retention goes by age.",
+    doc: "Set status = 'published' on rows the broker acknowledged, before confirming them. Off (--no-mark-published) saves one UPDATE per batch; rows then stay 'pending', and retention prunes them by age once the slot has confirmed past them.",
     commands: RUN,
   },
   {
@@ -427,6 +440,105 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Most failed events the sweeper claims per round.',
     commands: RUN,
   },
+  // --- slot health ---
+  {
+    key: 'slotCheckIntervalMs',
+    flag: 'slot-check-interval-ms',
+    env: 'OUTBOX_SLOT_CHECK_INTERVAL_MS',
+    type: 'int',
+    default: 10000,
+    min: 100,
+    group: 'Slot health',
+    doc: 'How often the active relay reads its slot from pg_replication_slots (retained WAL, wal_status, safe_wal_size) for the outbox_slot_* gauges and the thresholds below. wal_status = lost stops the relay (exit 69).',
+    commands: RUN,
+  },
+  {
+    key: 'slotWarnBytes',
+    flag: 'slot-warn-bytes',
+    env: 'OUTBOX_SLOT_WARN_BYTES',
+    type: 'int',
+    default: 1024 ** 3,
+    min: 0,
+    group: 'Slot health',
+    doc: 'Retained WAL (pg_current_wal_lsn() - restart_lsn) at which a warning is logged, once per crossing; 0 = never.',
+    commands: RUN,
+  },
+  {
+    key: 'slotCriticalBytes',
+    flag: 'slot-critical-bytes',
+    env: 'OUTBOX_SLOT_CRITICAL_BYTES',
+    type: 'int',
+    default: 10 * 1024 ** 3,
+    min: 0,
+    group: 'Slot health',
+    doc: 'Retained WAL at which an error is logged, once per crossing (with the time left before max_slot_wal_keep_size invalidates the slot); 0 = never.',
+    commands: RUN,
+  },
+  {
+    key: 'heartbeatIntervalMs',
+    flag: 'heartbeat-interval-ms',
+    env: 'OUTBOX_HEARTBEAT_INTERVAL_MS',
+    type: 'int',
+    default: 0,
+    min: 0,
+    group: 'Slot health',
+    doc: 'Write a heartbeat (a non-transactional logical message, pg_logical_emit_message) this often; the relay confirms it without publishing, so the slot advances even when the server sends no keepalive for a long time. 0 = off (keepalives advance an idle slot already).',
+    commands: RUN,
+  },
+  // --- retention ---
+  {
+    key: 'prune',
+    flag: 'prune',
+    env: 'OUTBOX_PRUNE',
+    type: 'bool',
+    default: true,
+    group: 'Retention',
+    doc: 'Delete settled rows older than their retention window (published and discarded; dead only with --retention-dead-ms), in small batches, one relay at a time. Off with --no-prune.',
+    commands: RUN,
+  },
+  {
+    key: 'retentionPublishedMs',
+    flag: 'retention-published-ms',
+    env: 'OUTBOX_RETENTION_PUBLISHED_MS',
+    type: 'int',
+    default: 7 * 24 * 3600 * 1000,
+    min: 0,
+    group: 'Retention',
+    doc: "Age (created_at) after which 'published' and 'discarded' rows are deleted; 604800000 = 7 days. With --no-mark-published, also 'pending' rows the slot has confirmed past.",
+    commands: RUN,
+  },
+  {
+    key: 'retentionDeadMs',
+    flag: 'retention-dead-ms',
+    env: 'OUTBOX_RETENTION_DEAD_MS',
+    type: 'int',
+    min: 0,
+    group: 'Retention',
+    doc: "Age (created_at) after which 'dead' rows are deleted. Unset: dead rows are kept until an operator resends or discards them.",
+    commands: RUN,
+  },
+  {
+    key: 'pruneIntervalMs',
+    flag: 'prune-interval-ms',
+    env: 'OUTBOX_PRUNE_INTERVAL_MS',
+    type: 'int',
+    default: 60000,
+    min: 100,
+    group: 'Retention',
+    doc: 'How often the active relay prunes.',
+    commands: RUN,
+  },
+  {
+    key: 'pruneBatchSize',
+    flag: 'prune-batch-size',
+    env: 'OUTBOX_PRUNE_BATCH_SIZE',
+    type: 'int',
+    default: 1000,
+    min: 1,
+    group: 'Retention',
+    doc: 'Rows deleted per statement; batches are separated by a short pause so no lock is held long.',
+    commands: RUN,
+  },
   // --- demo ---
   {
     key: 'demoEvents',
@@ -446,6 +558,129 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Demo',
     doc: 'Keep inserting a sample event every second until Ctrl-C instead of exiting when the batch is relayed.',
     commands: ['demo'],
+  },
+  // --- operator commands ---
+  {
+    key: 'json',
+    flag: 'json',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'Print one JSON object (for scripts) instead of a human table.',
+    commands: OPS,
+  },
+  {
+    key: 'status',
+    flag: 'status',
+    type: 'list',
+    group: 'Operator',
+    doc: 'Only events in these statuses (comma-separated; pending, published, failed, dead, parked, discarded). Default: failed,dead,parked for events list/count; failed,dead for resend/discard --filter (the only ones allowed there); published,pending for replay.',
+    commands: ['events', 'replay'],
+  },
+  {
+    key: 'since',
+    flag: 'since',
+    type: 'string',
+    group: 'Operator',
+    doc: 'Only events created at or after this time: ISO-8601 (2026-11-20, 2026-11-20T14:05:00Z, 2026-11-20T14:05+02:00; no offset = UTC) or a duration back from now (90s, 30m, 2h, 7d, 1w). Required by replay.',
+    commands: ['events', 'replay'],
+  },
+  {
+    key: 'until',
+    flag: 'until',
+    type: 'string',
+    group: 'Operator',
+    doc: 'Only events created before this time (exclusive); same forms as --since.',
+    commands: ['events', 'replay'],
+  },
+  {
+    key: 'aggregateType',
+    flag: 'aggregate-type',
+    type: 'string',
+    group: 'Operator',
+    doc: 'Only events of this aggregate_type.',
+    commands: ['events', 'replay'],
+  },
+  {
+    key: 'aggregateId',
+    flag: 'aggregate-id',
+    type: 'string',
+    group: 'Operator',
+    doc: 'Only events of this aggregate_id.',
+    commands: ['events', 'replay'],
+  },
+  {
+    key: 'eventId',
+    flag: 'event-id',
+    type: 'string',
+    group: 'Operator',
+    doc: 'replay: only rows with this event_id (a UUID).',
+    commands: ['replay'],
+  },
+  {
+    key: 'afterId',
+    flag: 'after-id',
+    type: 'int',
+    min: 0,
+    group: 'Operator',
+    doc: 'events list/count: only events with id > N (paging: pass the last id of the previous page).',
+    commands: ['events'],
+  },
+  {
+    key: 'limit',
+    flag: 'limit',
+    type: 'int',
+    default: 100,
+    min: 1,
+    group: 'Operator',
+    doc: 'events list: most events per page (in id order).',
+    commands: ['events'],
+  },
+  {
+    key: 'filter',
+    flag: 'filter',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'events resend/discard: act on every event matching --status/--since/--until/--aggregate-type/--aggregate-id instead of the ids given.',
+    commands: ['events'],
+  },
+  {
+    key: 'resetAttempts',
+    flag: 'reset-attempts',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'events resend: set attempts back to 0, so the event gets the full --max-attempts again (default: attempts kept).',
+    commands: ['events'],
+  },
+  {
+    key: 'yes',
+    flag: 'yes',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'events discard, slot drop: do it without the interactive confirmation (needed when stdin is not a terminal).',
+    commands: ['events', 'slot'],
+  },
+  {
+    key: 'dryRun',
+    flag: 'dry-run',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'replay: count the matching rows, insert nothing.',
+    commands: ['replay'],
+  },
+  {
+    key: 'replayBatchSize',
+    flag: 'replay-batch-size',
+    type: 'int',
+    default: 500,
+    min: 1,
+    group: 'Operator',
+    doc: 'replay: rows copied per transaction.',
+    commands: ['replay'],
   },
   // --- general ---
   {

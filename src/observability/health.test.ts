@@ -1,13 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  liveness,
-  ProgressWatch,
-  readiness,
-  readSample,
-  type Sample,
-  stuckAfterFor,
-  waitingReasonOf,
-} from './health.ts';
+import { liveness, ProgressWatch, readiness, readSample, type Sample, stuckAfterFor } from './health.ts';
 import { RelayMetrics } from './metrics.ts';
 
 const STUCK = 60_000;
@@ -26,16 +18,6 @@ function sample(over: Partial<Sample> = {}): Sample {
   };
 }
 
-describe('waitingReasonOf', () => {
-  it('tells a slot held elsewhere (preflight and server wording) from an outage', () => {
-    expect(waitingReasonOf('slot t_http is active in another process (pid 4242)')).toBe('standby');
-    expect(waitingReasonOf('replication slot "t_http" is active for PID 4242')).toBe('standby');
-    expect(waitingReasonOf('database unavailable: connect ECONNREFUSED 127.0.0.1:5432')).toBe('outage');
-    expect(waitingReasonOf('cannot connect to the kafka sink: Connection error')).toBe('outage');
-    expect(waitingReasonOf(null)).toBe('outage');
-  });
-});
-
 describe('readiness', () => {
   it('is ready only while streaming', () => {
     expect(readiness(sample())).toEqual({ ok: true });
@@ -44,7 +26,7 @@ describe('readiness', () => {
     expect(readiness(sample({ state: 'stopping' }))).toEqual({ ok: false, reason: 'stopping' });
     expect(readiness(sample({ state: 'stopped' }))).toEqual({ ok: false, reason: 'stopped' });
     const standby = 'slot s is active in another process (pid 7)';
-    expect(readiness(sample({ state: 'waiting', waitingReason: standby }))).toEqual({
+    expect(readiness(sample({ state: 'standby', waitingReason: standby }))).toEqual({
       ok: false,
       reason: 'standby',
       detail: standby,
@@ -80,9 +62,9 @@ describe('liveness', () => {
     });
   });
 
-  it('passes while waiting (standby or outage), starting and stopping; fails once stopped', () => {
+  it('passes in standby, while waiting (outage), starting and stopping; fails once stopped', () => {
     const standby = 'slot s is active in another process (pid 7)';
-    expect(liveness(sample({ state: 'waiting', waitingReason: standby }), 0, STUCK)).toMatchObject({
+    expect(liveness(sample({ state: 'standby', waitingReason: standby }), 0, STUCK)).toMatchObject({
       ok: true,
       reason: 'standby',
     });

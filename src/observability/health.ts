@@ -4,14 +4,15 @@ import type { RelayMetrics, RelayState } from './metrics.ts';
  * What /healthz and /readyz mean, as pure functions of a sample of the relay.
  *
  * Readiness (/readyz): 200 only while the relay streams from the slot. With two replicas on
- * one slot exactly one is Ready; the other is a hot standby (503, reason `standby`).
+ * one slot exactly one is Ready; the others are hot standbys (state and reason `standby`, 503).
+ * A relay in state `waiting` is in a dependency outage (reason `outage`, 503).
  *
  * Liveness (/healthz): a restart would help only if the relay's loop is stuck, so 503 only when
  *  - the relay has stopped (its loop ended; the process is about to exit), or
  *  - it streams with events in flight, the broker is not in an outage, and for `stuckAfterMs`
  *    nothing moved: no batch published, no position confirmed, no transient error retried,
  *    no state change.
- * Everything else is alive: starting, stopping, waiting (standby, database or broker outage:
+ * Everything else is alive: starting, stopping, standby, waiting (database or broker outage:
  * the loop is retrying on purpose), and an idle outbox (nothing in flight, nothing to do).
  * The event loop is covered by the answer itself: a blocked loop does not answer, and the
  * probe's timeout fails it.
@@ -63,16 +64,6 @@ export async function readSample(relay: RelayView, at = Date.now()): Promise<Sam
   };
 }
 
-/**
- * The waiting relay's reason, from its message. The relay sets state 'waiting' both for a slot
- * held by another process and for outages; only the message tells them apart. Both sources of
- * SLOT_ACTIVE_ELSEWHERE are matched: preflight ("slot x is active in another process (pid n)")
- * and the server's 55006 on START_REPLICATION ('replication slot "x" is active for PID n').
- */
-export function waitingReasonOf(message: string | null): 'standby' | 'outage' {
-  return message && /\bis active (in another process|for PID)\b/i.test(message) ? 'standby' : 'outage';
-}
-
 /** Remembers when anything that shows the loop turning last changed. Feed it every sample. */
 export class ProgressWatch {
   #last: Sample | null = null;
@@ -109,8 +100,10 @@ export function liveness(s: Sample, movedAt: number, stuckAfterMs: number): Verd
     case 'starting':
     case 'stopping':
       return { ok: true, reason: s.state };
+    case 'standby':
+      return { ok: true, reason: 'standby', detail: s.waitingReason ?? undefined };
     case 'waiting':
-      return { ok: true, reason: waitingReasonOf(s.waitingReason), detail: s.waitingReason ?? undefined };
+      return { ok: true, reason: 'outage', detail: s.waitingReason ?? undefined };
     case 'streaming': {
       if (s.brokerOutage) return { ok: true, reason: 'broker-outage' };
       const still = s.at - movedAt;
@@ -130,8 +123,10 @@ export function readiness(s: Sample): Verdict {
   switch (s.state) {
     case 'streaming':
       return s.brokerOutage ? { ok: true, reason: 'broker-outage' } : { ok: true };
+    case 'standby':
+      return { ok: false, reason: 'standby', detail: s.waitingReason ?? undefined };
     case 'waiting':
-      return { ok: false, reason: waitingReasonOf(s.waitingReason), detail: s.waitingReason ?? undefined };
+      return { ok: false, reason: 'outage', detail: s.waitingReason ?? undefined };
     default:
       return { ok: false, reason: s.state };
   }

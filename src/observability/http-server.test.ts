@@ -70,13 +70,13 @@ describe('http server', () => {
     });
     expect(body.secondsSinceProgress).toBeLessThan(5);
 
-    relay.state = 'waiting';
+    relay.state = 'standby';
     relay.waitingReason = 'slot my_slot is active in another process (pid 7)';
     relay.lastProgressAt = null;
     const standby = await get('/readyz');
     expect(standby.status).toBe(503);
     expect(JSON.parse(standby.text)).toEqual({
-      state: 'waiting',
+      state: 'standby',
       slot: 'my_slot',
       confirmedLsn: '0/16B3748',
       secondsSinceProgress: null,

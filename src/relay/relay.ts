@@ -12,6 +12,7 @@ import { OutboxStore } from '../store/outbox-store.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { backoffDelay, sleep } from './backoff.ts';
 import { BlockedAggregates } from './blocked-aggregates.ts';
+import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { OutageLog } from './outage-log.ts';
 import { ReplicationSession } from './session.ts';
 
@@ -57,10 +58,16 @@ export function toRelayError(e: unknown): RelayError {
 }
 
 /**
- * The relay's lifecycle: preflight, slot, sink, then replication sessions, one after
- * another, until stopped. Transient failures (database or broker down, slot held by
- * another relay) are retried forever with back-off; anything else ends the relay
- * with a RelayError that names the fix.
+ * The relay's lifecycle: preflight, leader lock, slot, sink, then replication sessions, one
+ * after another, until stopped. Transient failures (database or broker down) are retried
+ * forever with back-off (state 'waiting'); anything else ends the relay with a RelayError that
+ * names the fix.
+ *
+ * Hot standby: of several relays on one database and slot, only the holder of the leader lock
+ * (leader-lock.ts) streams and sweeps. The others are in state 'standby' and try the lock every
+ * --standby-poll-ms, so one takes over within about that long after the active relay dies.
+ * A slot still active for another process (e.g. the dead relay's walsender, for a moment)
+ * also means standby. Losing the lock's connection ends the session at once.
  */
 export class Relay {
   readonly metrics: RelayMetrics;
@@ -141,7 +148,13 @@ export class Relay {
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
-    const sweeper = new Sweeper(shared);
+    // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
+    const sweeper = new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    const lock = new LeaderLock({
+      databaseUrl: c.databaseUrl,
+      slot: c.slot,
+      checkIntervalMs: c.standbyPollMs,
+    });
     let sinkStarted = false;
     let sessions = 0;
     let attempt = 0;
@@ -149,7 +162,7 @@ export class Relay {
     try {
       while (!stop.aborted) {
         try {
-          const slot = await this.#preflight(pool);
+          const slot = await this.#preflight(pool, lock);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
               throw new RelayError(
@@ -165,6 +178,7 @@ export class Relay {
             this.#outages.recovered('broker');
           }
           if (stop.aborted) break;
+          if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
           await blocked.reload(pool, c.schema, c.table);
           const session = new ReplicationSession(
@@ -173,15 +187,26 @@ export class Relay {
           );
           this.#session = session;
           if (sessions++ > 0) this.metrics.replicationReconnects.inc();
+          // Losing the lock ends the session (drained like a stop) and the sweeper at once: from
+          // then on another relay may take the lock, and it must never find this one active.
+          const lost = lock.lost;
+          const onLost = () => {
+            this.#log.warn({ err: errorMessage(lost.reason) }, 'leader lock lost; stopping the stream');
+            this.#setState('waiting', errorMessage(lost.reason));
+            void sweeper.stop();
+          };
+          lost.addEventListener('abort', onLost, { once: true });
           try {
-            await session.run(stop, () => {
+            await session.run(AbortSignal.any([stop, lost]), () => {
+              if (lost.aborted) return;
               attempt = 0;
               this.#outages.recovered('database');
               this.#setState('streaming');
-              // Only the instance holding the slot sweeps: a standby never retries or releases.
+              // Only the leader sweeps: a standby never retries, prunes or releases.
               sweeper.start();
             });
           } finally {
+            lost.removeEventListener('abort', onLost);
             await sweeper.stop();
           }
           this.#lastConfirmed = session.confirmedLsn;
@@ -194,10 +219,13 @@ export class Relay {
           if (stop.aborted) break;
           attempt++;
           if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
-            if (this.#state !== 'waiting')
-              this.#log.warn({ err: e.message }, 'slot is in use by another process; waiting to take over');
-            this.#setState('waiting', e.message);
-            await sleep(Math.min(2000, c.retryMaxMs), stop);
+            if (this.#state !== 'standby')
+              this.#log.info(
+                { err: e.message },
+                'standby: another process is active on the slot; taking over when it stops',
+              );
+            this.#setState('standby', e.message);
+            await sleep(c.standbyPollMs, stop);
             continue;
           }
           const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
@@ -214,20 +242,37 @@ export class Relay {
       this.#setState('stopping');
       if (sinkStarted)
         await this.#sink.stop().catch((e) => this.#log.warn({ err: errorMessage(e) }, 'sink stop failed'));
+      await lock.release();
       await pool.end().catch(() => {});
       this.#setState('stopped');
     }
   }
 
-  async #preflight(pool: pg.Pool) {
+  /** Database checks (a standby fails fast on bad config too), then the leader lock, then the slot. */
+  async #preflight(pool: pg.Pool, lock: LeaderLock) {
     const client = await pool.connect();
     try {
       await checkDatabase(client, this.#c);
+      await this.#lead(lock);
       const slot = await ensureSlot(client, this.#c.slot);
       if (slot.created) this.#log.info('replication slot created (pgoutput)');
       return slot;
     } finally {
       client.release();
     }
+  }
+
+  /** Takes the leader lock unless held; SLOT_ACTIVE_ELSEWHERE (standby) when another relay holds it. */
+  async #lead(lock: LeaderLock): Promise<void> {
+    if (lock.held) return;
+    const got = await lock.tryAcquire();
+    if (!got.acquired) {
+      throw new RelayError(
+        ErrorCode.SLOT_ACTIVE_ELSEWHERE,
+        `slot ${this.#c.slot} is led by another relay (it holds the leader lock; server pid ${got.holderPid ?? 'unknown'})`,
+        { retriable: true, details: { holderPid: got.holderPid } },
+      );
+    }
+    this.#log.info({ lock: lockKeyText(this.#c.slot) }, 'leader lock acquired: this relay is the active one');
   }
 }

@@ -131,12 +131,14 @@ describe('HTTP endpoints of a running relay', () => {
     });
     const ready = await standby.get('/readyz');
     expect(ready.status).toBe(503);
-    expect(ready.json()).toMatchObject({ state: 'waiting', slot: slotOf(db), reason: 'standby' });
-    expect(ready.json().detail).toMatch(/active/);
+    expect(ready.json()).toMatchObject({ state: 'standby', slot: slotOf(db), reason: 'standby' });
+    expect(ready.json().detail).toMatch(/led by another relay|active/);
     const live = await standby.get('/healthz');
     expect(live.status).toBe(200);
     expect(live.json()).toMatchObject({ reason: 'standby' });
-    expect((await standby.get('/metrics')).text).toContain('outbox_relay_state{state="waiting"} 1');
+    const metrics = (await standby.get('/metrics')).text;
+    expect(metrics).toContain('outbox_relay_state{state="standby"} 1');
+    expect(metrics).toContain('outbox_relay_state{state="waiting"} 0');
     expect((await active.get('/readyz')).status).toBe(200);
 
     active.relay.kill('SIGTERM');

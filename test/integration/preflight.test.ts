@@ -175,7 +175,7 @@ describe('a slot held by another process', () => {
     );
     const p = spawnCli(['run', '--database-url', db.url, '--sink', 'stdout', '--slot', slotOf(db)]);
     try {
-      await p.waitForLog(/waiting to take over/);
+      await p.waitForLog(/standby: another process is active on the slot/);
       await new Promise((r) => setTimeout(r, 1500));
       expect(p.child.exitCode).toBeNull();
       await holder.end().catch(() => {});

@@ -266,8 +266,8 @@ describe('relay → Kafka', () => {
     const config = testConfig(db, ['--status-interval-ms', '300'], kafka.brokers);
     const second = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
     try {
-      await waitFor(() => second.state === 'waiting', { message: 'second relay waiting' });
-      expect(second.waitingReason).toMatch(/active in another process|is active for PID/);
+      await waitFor(() => second.state === 'standby', { message: 'second relay in standby' });
+      expect(second.waitingReason).toMatch(/led by another relay/);
       await relay.stop();
       await waitFor(() => second.state === 'streaming', {
         timeoutMs: 15_000,
