@@ -7,6 +7,7 @@ import { errorMessage, isRelayError, type RelayError } from '../errors.ts';
 import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
+import { isOpsCommand, runOpsCommand } from '../ops/cli.ts';
 import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { createSink } from '../sinks/create.ts';
@@ -32,11 +33,15 @@ Usage:
   outbox-relay migrate  [options]   create/upgrade the outbox table and its publication (idempotent)
   outbox-relay check    [options]   preflight only: is the database ready for the relay? (exit 0 = yes)
   outbox-relay demo     [options]   throwaway PostgreSQL + relay + sample events, printed as NDJSON
+  outbox-relay status   [options]   slot, publication, events by status; exit 69 when something is wrong
+  outbox-relay events   list|count|show|resend|discard …   find and fix failed, dead and parked events
+  outbox-relay replay   --since … [options]   re-insert copies of past events so they are published again
+  outbox-relay slot     drop [--yes]   drop the replication slot (refused while a relay streams from it)
   outbox-relay <command> --help     options of a command, with defaults and environment variables
   outbox-relay --version
 
 Exit codes: 0 ok, 64 usage, 69 dependency lost for good (e.g. slot invalidated), 70 bug, 78 bad config or database not set up, 130 second signal.
-Docs: README.md, docs/configuration.md, docs/operations.md`;
+Docs: README.md, docs/configuration.md, docs/operator-cli.md, docs/operations.md`;
 
 const COMMAND_SUMMARY: Record<Command, string> = {
   run: 'Stream outbox inserts from the slot to the sink; confirm the slot only after the broker acknowledged.',
@@ -44,10 +49,27 @@ const COMMAND_SUMMARY: Record<Command, string> = {
     'Apply sql/ migrations (ledger + advisory lock) and create the publication. Safe to run repeatedly.',
   check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
   demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
+  status:
+    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Exit 0 healthy; 69 when the slot is missing, inactive or lost, the publication check fails, or events are dead.',
+  events: `Find and fix events of the failure lifecycle (docs/operator-cli.md):
+  events list    [filters] [--after-id N] [--limit N]   in id order; page with --after-id
+  events count   [filters]                              per status
+  events show    <id>                                   every column, payload as JSON/text/hex
+  events resend  <id…> | --filter [filters] [--reset-attempts]   failed/dead → failed, due now
+  events discard <id…> | --filter [filters] [--yes]     failed/dead → discarded (parked followers are released)
+Filters: --status, --since, --until, --aggregate-type, --aggregate-id. Bad input exits 64 and changes nothing.`,
+  replay:
+    'Re-insert copies of the events in a window (new id, same event_id, headers x-replay-of and x-replayed-at), in original id order and in batches, so the running relay publishes them again. Copies rows with status published or pending unless --status says otherwise. Consumers deduplicate by event_id.',
+  slot: 'slot drop: drop the replication slot (--slot) after confirmation (--yes); refused (exit 69) while it is active.',
+};
+
+const COMMAND_ARGS: Partial<Record<Command, string>> = {
+  events: '<list|count|show|resend|discard> [ids…] [options]',
+  slot: 'drop [options]',
 };
 
 function commandHelp(cmd: Command): string {
-  return `outbox-relay ${cmd} [options]\n\n${COMMAND_SUMMARY[cmd]}\n${optionsHelp(cmd)}\n`;
+  return `outbox-relay ${cmd} ${COMMAND_ARGS[cmd] ?? '[options]'}\n\n${COMMAND_SUMMARY[cmd]}\n${optionsHelp(cmd)}\n`;
 }
 
 async function withClient<T>(c: Config, fn: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -126,7 +148,7 @@ async function main(argv: string[]): Promise<number> {
     return EXIT.USAGE;
   }
   const cmd = first as Command;
-  const { config: c, help } = loadConfig(cmd, rest);
+  const { config: c, help, positionals } = loadOrUsage(cmd, rest);
   if (help) {
     process.stdout.write(commandHelp(cmd));
     return EXIT.OK;
@@ -149,10 +171,33 @@ async function main(argv: string[]): Promise<number> {
       const { runDemo } = await import('../dev/demo.ts');
       return runDemo(c, log, rest);
     }
+    case 'status':
+    case 'events':
+    case 'replay':
+    case 'slot':
+      return runOpsCommand(cmd, positionals, c, log);
   }
 }
 
+/** Operator commands: a bad flag is bad input (exit 64, usage), not a bad deployment (78). */
+function loadOrUsage(cmd: Command, argv: string[]): ReturnType<typeof loadConfig> {
+  try {
+    return loadConfig(cmd, argv);
+  } catch (e) {
+    if (isOpsCommand(cmd) && isRelayError(e) && e.code === 'CONFIG_INVALID' && !e.cause) {
+      throw new UsageError(`${e.message} (see \`outbox-relay ${cmd} --help\`)`);
+    }
+    throw e;
+  }
+}
+
+class UsageError extends Error {}
+
 function report(e: unknown): number {
+  if (e instanceof UsageError) {
+    process.stderr.write(`outbox-relay: ${e.message}\n`);
+    return EXIT.USAGE;
+  }
   if (isRelayError(e) && e.code === 'CONFIG_INVALID' && !e.cause) {
     process.stderr.write(`outbox-relay: ${e.explanation}\n`);
     return EXIT.CONFIG;

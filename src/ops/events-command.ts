@@ -1,0 +1,220 @@
+import { EXIT } from '../cli/exit-codes.ts';
+import {
+  describeFilter,
+  type EventFilter,
+  type FilterOptions,
+  parseFilter,
+  STATUSES,
+  type Status,
+} from './event-filter.ts';
+import type { EventRecord } from './events.ts';
+import { countEvents, discardEvents, listEvents, resendEvents, selectTargets, showEvent } from './events.ts';
+import { formatPairs, formatTable, renderPayload, truncate } from './format.ts';
+import { OpsInputError, parseIds } from './input-error.ts';
+import { audit, confirm, type OpsContext } from './operator.ts';
+
+export const EVENTS_SUBCOMMANDS = ['list', 'count', 'show', 'resend', 'discard'] as const;
+
+const UNHEALTHY: readonly Status[] = ['failed', 'dead', 'parked'];
+const RESOLVABLE: readonly Status[] = ['failed', 'dead'];
+
+/** `outbox-relay events <list|count|show|resend|discard> …` */
+export async function eventsCommand(ctx: OpsContext, args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  const c = ctx.config;
+  switch (sub) {
+    case 'list':
+    case 'count': {
+      noPositionals(sub, rest);
+      const f = parseFilter(filterOptions(c), { allowed: STATUSES, fallback: UNHEALTHY });
+      return sub === 'list' ? list(ctx, f) : count(ctx, f);
+    }
+    case 'show': {
+      const ids = parseIds(rest);
+      if (ids.length !== 1) throw new OpsInputError('events show takes exactly one event id');
+      return show(ctx, ids[0]!);
+    }
+    case 'resend':
+    case 'discard':
+      return resolve(ctx, sub, rest);
+    default:
+      throw new OpsInputError(
+        `${sub === undefined ? 'missing' : `unknown`} events subcommand${sub ? ` ${JSON.stringify(sub)}` : ''} (use ${EVENTS_SUBCOMMANDS.join(', ')})`,
+      );
+  }
+}
+
+function filterOptions(c: OpsContext['config']): FilterOptions {
+  return {
+    status: c.status,
+    since: c.since,
+    until: c.until,
+    aggregateType: c.aggregateType,
+    aggregateId: c.aggregateId,
+    afterId: c.afterId,
+  };
+}
+
+function noPositionals(sub: string, rest: string[]): void {
+  if (rest.length) throw new OpsInputError(`events ${sub} takes no arguments, got ${rest.join(' ')}`);
+}
+
+function summary(e: EventRecord): Record<string, unknown> {
+  return {
+    id: e.id,
+    eventId: e.event_id,
+    status: e.status,
+    aggregateType: e.aggregate_type,
+    aggregateId: e.aggregate_id,
+    eventType: e.event_type,
+    attempts: e.attempts,
+    createdAt: e.created_at.toISOString(),
+    nextAttemptAt: e.next_attempt_at?.toISOString() ?? null,
+    lastError: e.last_error,
+  };
+}
+
+async function list(ctx: OpsContext, f: EventFilter): Promise<number> {
+  const limit = ctx.config.limit;
+  const rows = await listEvents(ctx.db, ctx.table, f, limit);
+  const nextAfterId = rows.length === limit ? rows[rows.length - 1]!.id : null;
+  if (ctx.config.json) {
+    ctx.out(JSON.stringify({ events: rows.map(summary), nextAfterId }));
+    return EXIT.OK;
+  }
+  ctx.out(
+    formatTable(
+      [
+        'id',
+        'status',
+        'aggregate_type',
+        'aggregate_id',
+        'event_type',
+        'attempts',
+        'created_at',
+        'last_error',
+      ],
+      rows.map((e) => [
+        e.id,
+        e.status,
+        e.aggregate_type,
+        e.aggregate_id,
+        e.event_type,
+        String(e.attempts),
+        e.created_at.toISOString(),
+        truncate(e.last_error ?? '', 60),
+      ]),
+    ),
+  );
+  ctx.out(
+    nextAfterId
+      ? `${rows.length} event(s); next page: --after-id ${nextAfterId}`
+      : `${rows.length} event(s); no more`,
+  );
+  return EXIT.OK;
+}
+
+async function count(ctx: OpsContext, f: EventFilter): Promise<number> {
+  const by = await countEvents(ctx.db, ctx.table, f);
+  const total = Object.values(by).reduce((a, b) => a + b, 0);
+  if (ctx.config.json) {
+    ctx.out(JSON.stringify({ count: total, byStatus: by }));
+    return EXIT.OK;
+  }
+  ctx.out(
+    formatTable(
+      ['status', 'count'],
+      [...f.statuses.map((s) => [s, String(by[s] ?? 0)]), ['total', String(total)]],
+    ),
+  );
+  return EXIT.OK;
+}
+
+async function show(ctx: OpsContext, id: string): Promise<number> {
+  const e = await showEvent(ctx.db, ctx.table, id);
+  const payload = renderPayload(e.payload);
+  if (ctx.config.json) {
+    const { payload: _raw, ...columns } = e;
+    ctx.out(
+      JSON.stringify({
+        ...columns,
+        created_at: e.created_at.toISOString(),
+        next_attempt_at: e.next_attempt_at?.toISOString() ?? null,
+        published_at: e.published_at?.toISOString() ?? null,
+        payload:
+          payload.encoding === 'json'
+            ? { encoding: 'json', value: payload.value }
+            : { encoding: payload.encoding, value: payload.encoding === 'null' ? null : payload.text },
+      }),
+    );
+    return EXIT.OK;
+  }
+  const iso = (d: Date | null) => d?.toISOString() ?? '-';
+  ctx.out(
+    formatPairs([
+      ['id', e.id],
+      ['event_id', e.event_id],
+      ['aggregate_type', e.aggregate_type],
+      ['aggregate_id', e.aggregate_id],
+      ['event_type', e.event_type],
+      ['content_type', e.content_type],
+      ['headers', JSON.stringify(e.headers)],
+      ['traceparent', e.traceparent ?? '-'],
+      ['created_at', iso(e.created_at)],
+      ['status', e.status],
+      ['attempts', String(e.attempts)],
+      ['next_attempt_at', iso(e.next_attempt_at)],
+      ['published_at', iso(e.published_at)],
+      ['last_error', e.last_error ?? '-'],
+    ]),
+  );
+  const bytes = e.payload?.length ?? 0;
+  ctx.out(`payload (${payload.encoding}, ${bytes} bytes):\n${payload.text}`);
+  return EXIT.OK;
+}
+
+/** resend / discard: ids, or --filter with the list filters; failed and dead events only. */
+async function resolve(ctx: OpsContext, action: 'resend' | 'discard', rest: string[]): Promise<number> {
+  const c = ctx.config;
+  const ids = parseIds(rest);
+  if (ids.length > 0 && c.filter)
+    throw new OpsInputError(`events ${action}: give event ids or --filter, not both`);
+  if (ids.length === 0 && !c.filter) {
+    throw new OpsInputError(
+      `events ${action}: give event ids, or --filter with --status/--since/… to select them`,
+    );
+  }
+  const filter = c.filter
+    ? parseFilter(filterOptions(c), { allowed: RESOLVABLE, fallback: RESOLVABLE })
+    : null;
+  const what = filter ? { filter: describeFilter(filter) } : { ids };
+  // Validates before anything changes: every named id exists and is failed or dead.
+  const plan = await selectTargets(ctx.db, ctx.table, filter ? { filter } : { ids }, RESOLVABLE);
+  if (plan.length === 0) {
+    report(ctx, action, 0);
+    return EXIT.OK;
+  }
+  if (action === 'discard') {
+    const shown = plan.length > 10 ? `${plan.slice(0, 10).join(', ')}, …` : plan.join(', ');
+    const ok = await confirm(`Discard ${plan.length} event(s) (${shown}) for good?`, c.yes);
+    if (!ok) {
+      process.stderr.write(
+        `outbox-relay: not confirmed (pass --yes, or answer y on a terminal); nothing changed\n`,
+      );
+      return EXIT.USAGE;
+    }
+  }
+  // The updates are guarded by status: a row the sweeper published meanwhile is left alone.
+  const n =
+    action === 'resend'
+      ? await resendEvents(ctx.db, ctx.table, plan, c.resetAttempts)
+      : await discardEvents(ctx.db, ctx.table, plan);
+  await audit(ctx, action, action === 'resend' ? { ...what, resetAttempts: c.resetAttempts } : what, n);
+  report(ctx, action, n);
+  return EXIT.OK;
+}
+
+function report(ctx: OpsContext, action: 'resend' | 'discard', n: number): void {
+  if (ctx.config.json) ctx.out(JSON.stringify({ action, count: n }));
+  else ctx.out(action === 'resend' ? `${n} event(s) due again now` : `${n} event(s) discarded`);
+}

@@ -1,0 +1,26 @@
+/**
+ * Bad operator input (unknown status, malformed time, an id that does not exist): the
+ * command prints the message, changes nothing and exits 64 (usage).
+ */
+export class OpsInputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OpsInputError';
+  }
+}
+
+/** Row ids are bigints: digits only, kept as text (JavaScript numbers lose precision past 2^53). */
+export function parseIds(texts: readonly string[]): string[] {
+  const ids: string[] = [];
+  for (const t of texts) {
+    for (const part of t.split(',')) {
+      const s = part.trim();
+      if (s === '') continue;
+      if (!/^\d{1,19}$/.test(s) || BigInt(s) > 9223372036854775807n) {
+        throw new OpsInputError(`${JSON.stringify(s)} is not an event id (the outbox row's numeric id)`);
+      }
+      ids.push(BigInt(s).toString());
+    }
+  }
+  return [...new Set(ids)];
+}

@@ -1,0 +1,62 @@
+import { EXIT } from '../cli/exit-codes.ts';
+import { OpsInputError } from './input-error.ts';
+import { audit, confirm, type OpsContext } from './operator.ts';
+
+/**
+ * `outbox-relay slot drop`. Cases:
+ *  - missing → input error (exit 64), nothing changes;
+ *  - active (a relay streams from it) → refused (exit 69): stop the relay first;
+ *  - inactive → dropped after --yes or an interactive "y" (else exit 64, nothing changes).
+ * A dropped slot loses its position: the next `run` creates a new one that sees only later
+ * commits; replay the gap with `outbox-relay replay --since …`.
+ */
+export async function slotCommand(ctx: OpsContext, args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub !== 'drop') {
+    throw new OpsInputError(
+      `${sub === undefined ? 'missing' : `unknown slot subcommand ${JSON.stringify(sub)};`} use: slot drop`,
+    );
+  }
+  if (rest.length)
+    throw new OpsInputError(`slot drop takes no arguments (the slot is --slot), got ${rest.join(' ')}`);
+  const slot = ctx.config.slot;
+  const s = await ctx.db.query<{ active: boolean; active_pid: number | null; confirmed: string | null }>(
+    'SELECT active, active_pid, confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1',
+    [slot],
+  );
+  const row = s.rows[0];
+  if (!row) throw new OpsInputError(`slot ${slot} does not exist (nothing changed)`);
+  if (row.active) {
+    process.stderr.write(
+      `outbox-relay: slot ${slot} is active (pid ${row.active_pid}): stop the relay that streams from it first; nothing changed\n`,
+    );
+    return EXIT.UNAVAILABLE;
+  }
+  const ok = await confirm(
+    `Drop slot ${slot} (confirmed ${row.confirmed})? Events committed while no slot exists are not relayed.`,
+    ctx.config.yes,
+  );
+  if (!ok) {
+    process.stderr.write(
+      'outbox-relay: not confirmed (pass --yes, or answer y on a terminal); nothing changed\n',
+    );
+    return EXIT.USAGE;
+  }
+  try {
+    await ctx.db.query('SELECT pg_drop_replication_slot($1)', [slot]);
+  } catch (e) {
+    // 55006: a relay took the slot between the check and the drop.
+    if ((e as { code?: string }).code === '55006') {
+      process.stderr.write(`outbox-relay: slot ${slot} became active; nothing changed\n`);
+      return EXIT.UNAVAILABLE;
+    }
+    throw e;
+  }
+  await audit(ctx, 'slot drop', { slot, confirmedFlushLsn: row.confirmed }, 1);
+  ctx.out(
+    ctx.config.json
+      ? JSON.stringify({ dropped: slot, confirmedFlushLsn: row.confirmed })
+      : `slot ${slot} dropped (was at ${row.confirmed})`,
+  );
+  return EXIT.OK;
+}
