@@ -415,6 +415,19 @@ describe('deploy/ YAML', () => {
       expect(r.annotations.summary, r.alert).toBeTruthy();
     }
   });
+
+  it('every runbook link lands on a section of docs/operations.md that names the alert', () => {
+    const runbook = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
+    const sections = new Map<string, string>();
+    const parts = runbook.split(/<a id="([a-z0-9-]+)"><\/a>/);
+    for (let i = 1; i < parts.length; i += 2) sections.set(parts[i]!, parts[i + 1]!);
+    for (const r of alertRules()) {
+      const anchor = r.annotations.runbook_url.split('#')[1]!;
+      const section = sections.get(anchor);
+      expect(section, `${r.alert}: no <a id="${anchor}"> in docs/operations.md`).toBeDefined();
+      expect(section, `${r.alert} is named in its runbook section`).toContain(r.alert);
+    }
+  });
 });
 
 // --- promtool -------------------------------------------------------------------------------
