@@ -422,7 +422,7 @@ describe('deploy/ YAML', () => {
     const parts = runbook.split(/<a id="([a-z0-9-]+)"><\/a>/);
     for (let i = 1; i < parts.length; i += 2) sections.set(parts[i]!, parts[i + 1]!);
     for (const r of alertRules()) {
-      const anchor = r.annotations.runbook_url.split('#')[1]!;
+      const anchor = (r.annotations.runbook_url ?? '').split('#')[1]!;
       const section = sections.get(anchor);
       expect(section, `${r.alert}: no <a id="${anchor}"> in docs/operations.md`).toBeDefined();
       expect(section, `${r.alert} is named in its runbook section`).toContain(r.alert);

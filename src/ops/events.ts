@@ -1,21 +1,10 @@
 import type pg from 'pg';
+import type { StoredRow } from '../store/outbox-row.ts';
 import { type EventFilter, filterSql, type Status } from './event-filter.ts';
 import { OpsInputError } from './input-error.ts';
 
 /** One outbox row with every column, as the operator commands read it. */
-export interface EventRecord {
-  id: string;
-  event_id: string;
-  aggregate_type: string;
-  aggregate_id: string;
-  event_type: string;
-  payload: Buffer | null;
-  content_type: string;
-  headers: Record<string, unknown>;
-  traceparent: string | null;
-  created_at: Date;
-  status: string;
-  attempts: number;
+export interface EventRecord extends StoredRow {
   next_attempt_at: Date | null;
   last_error: string | null;
   published_at: Date | null;

@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
+import { formatBytes } from '../ops/format.ts';
 import { slotInvalidatedError } from '../replication/preflight.ts';
 import {
   crossing,
-  formatBytes,
   type Level,
   levelOf,
   type SlotSample,

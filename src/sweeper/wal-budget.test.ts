@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crossing, formatBytes, levelOf, walBudget } from './wal-budget.ts';
+import { crossing, levelOf, walBudget } from './wal-budget.ts';
 
 const T = { warnBytes: 1000, criticalBytes: 5000 };
 
@@ -87,13 +87,5 @@ describe('walBudget', () => {
   it('ignores samples taken at the same instant', () => {
     const s = { atMs: 5, retainedBytes: 5, safeWalSizeBytes: 100 };
     expect(walBudget(s, { ...s, retainedBytes: 50 }).growthBytesPerSecond).toBeNull();
-  });
-});
-
-describe('formatBytes', () => {
-  it('uses binary units', () => {
-    expect(formatBytes(512)).toBe('512 B');
-    expect(formatBytes(1536)).toBe('1.5 KiB');
-    expect(formatBytes(3 * 1024 ** 3)).toBe('3.0 GiB');
   });
 });

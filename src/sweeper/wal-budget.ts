@@ -72,15 +72,3 @@ export function crossing(previous: Level, current: Level): 'raised' | 'cleared' 
   const rank = { ok: 0, warn: 1, critical: 2 } as const;
   return rank[current] > rank[previous] ? 'raised' : 'cleared';
 }
-
-/** Human-readable bytes for log lines (binary units). */
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
-}
