@@ -42,7 +42,8 @@ interface Row {
 }
 async function rows(ids: string[]): Promise<Row[]> {
   return db.query<Row>(
-    'SELECT id::text, status, attempts, last_error, next_attempt_at FROM outbox WHERE id = ANY($1::bigint[]) ORDER BY id',
+    // ORDER BY the bigint (o.id), not the text alias: '10' sorts before '8'.
+    'SELECT o.id::text AS id, status, attempts, last_error, next_attempt_at FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
     [ids],
   );
 }
@@ -117,6 +118,29 @@ describe('permanent failures', () => {
       message: 's1 published after the fix',
     });
     expect(await seqs('outbox.event.Secret', 's')).toEqual([0]);
+  });
+
+  it('records an event for a topic that does not exist (auto-creation off) as failed, and publishes it once the topic exists', async () => {
+    const standin = kafka.standin!;
+    standin.createTopic('outbox.event.Present', { partitions: 1 });
+    await startRelay(['--max-attempts', '0']);
+    const [m1, p1] = await insertEvents(db.pool, [ev('Absent', 'a', 0), ev('Present', 'p', 0)]);
+    await waitFor(async () => (await statusOf(p1!)) === 'published', {
+      timeoutMs: 20_000,
+      message: 'the event of the existing topic published',
+    });
+    await waitFor(async () => (await statusOf(m1!)) === 'failed', {
+      timeoutMs: 20_000,
+      message: 'the event of the missing topic recorded failed',
+    });
+    expect((await rows([m1!]))[0]!.last_error).toMatch(/permanent\/UNKNOWN_TOPIC_OR_PARTITION/);
+    expect(standin.topics()).not.toContain('outbox.event.Absent');
+    standin.createTopic('outbox.event.Absent', { partitions: 1 });
+    await waitFor(async () => (await statusOf(m1!)) === 'published', {
+      timeoutMs: 20_000,
+      message: 'published once the topic exists',
+    });
+    expect(await seqs('outbox.event.Absent', 'a')).toEqual([0]);
   });
 
   it('marks an event dead after max attempts and copies it to the dead-letter topic with x-dlq headers', async () => {

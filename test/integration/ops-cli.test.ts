@@ -490,7 +490,7 @@ describe('replay', () => {
     expect(Date.now() - Date.parse(replayedAt[0]!)).toBeLessThan(60_000);
     // The copies are rows of their own, with new ids above the originals.
     const copyRows = await db.query<{ id: string; of: string; event_id: string }>(
-      "SELECT id::text, headers->>'x-replay-of' AS of, event_id::text FROM outbox WHERE headers ? 'x-replay-of' ORDER BY id",
+      "SELECT o.id::text AS id, headers->>'x-replay-of' AS of, event_id::text FROM outbox o WHERE headers ? 'x-replay-of' ORDER BY o.id",
     );
     expect(copyRows.map((c) => c.of)).toEqual(inWindow);
     expect(copyRows.every((c) => BigInt(c.id) > BigInt(after[0]!))).toBe(true);

@@ -73,7 +73,7 @@ describe('relay → Kafka', () => {
       message: 'rows published',
     });
     const rows = await db.query<{ id: string; event_id: string; created_at: Date }>(
-      'SELECT id::text, event_id::text, created_at FROM outbox WHERE id = ANY($1::bigint[]) ORDER BY id',
+      'SELECT o.id::text AS id, event_id::text, created_at FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
       [[orderId, custId, invId, tombId]],
     );
     const byId = new Map(rows.map((r) => [r.id, r]));
