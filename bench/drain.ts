@@ -37,6 +37,16 @@ function peakRssMb(pid: number): number {
   }
 }
 
+/** utime + stime of a process, in seconds (/proc/PID/stat, clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 async function confirmedReached(db: pg.Client, slot: string, lsn: string): Promise<boolean> {
   const r = await db.query<{ ok: boolean }>(
     'SELECT confirmed_flush_lsn >= $2::pg_lsn AS ok FROM pg_replication_slots WHERE slot_name = $1',
@@ -72,9 +82,13 @@ async function timeRelay(url: string, db: pg.Client, slot: string, endLsn: strin
   );
   let logs = '';
   let streamingAt = 0;
+  let cpuAtStreaming = 0;
   child.stderr!.on('data', (d: Buffer) => {
     logs += d.toString();
-    if (!streamingAt && logs.includes('streaming from the slot')) streamingAt = performance.now();
+    if (!streamingAt && logs.includes('streaming from the slot')) {
+      streamingAt = performance.now();
+      cpuAtStreaming = cpuSeconds(child.pid!);
+    }
   });
   const spawnedAt = performance.now();
   let peak = 0;
@@ -86,6 +100,7 @@ async function timeRelay(url: string, db: pg.Client, slot: string, endLsn: strin
     await sleep(20);
   }
   const end = performance.now();
+  const cpu = cpuSeconds(child.pid!) - cpuAtStreaming;
   peak = Math.max(peak, peakRssMb(child.pid!));
   child.kill('SIGTERM');
   await new Promise((r) => child.on('exit', r));
@@ -93,6 +108,7 @@ async function timeRelay(url: string, db: pg.Client, slot: string, endLsn: strin
     seconds: (end - (streamingAt || spawnedAt)) / 1000,
     withStartup: (end - spawnedAt) / 1000,
     peakRssMb: peak,
+    cpuSeconds: cpu,
   };
 }
 
@@ -190,6 +206,10 @@ async function main() {
       );
     console.log(
       `\n(relay seconds are from "streaming from the slot" to confirmed_flush_lsn ≥ end LSN; with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s)`,
+    );
+    const perEvent = (cpu: number) => `${((cpu / ROWS) * 1e6).toFixed(1)} µs`;
+    console.log(
+      `relay CPU per event (user + sys, while draining): stdout ${perEvent(stdout.cpuSeconds)}, kafka ${perEvent(kafka.cpuSeconds)}; the relay is one thread, so 1e6 / that is its ceiling in events/s on a free core`,
     );
     console.log(
       `target: relay → Kafka stand-in ≥ 50 % of pg_recvlogical: ${rate(kafka.seconds) >= rate(recvSeconds) / 2 ? 'met' : 'NOT met'}`,
