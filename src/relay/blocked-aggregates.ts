@@ -9,13 +9,24 @@ const keyOf = (aggregateType: string, aggregateId: string) => `${aggregateType}\
  * round trip) and reloaded from the table when a session starts, so a restart knows
  * what was blocked before.
  *
- * A park is decided synchronously in the stream and written to the table later; the
- * sweeper may only unblock an aggregate when no parked row is left in the table AND no
- * park decision is still unwritten (`pendingParks`), or a parked event could be stranded.
+ * The stream decides synchronously (this event failed → block; a later one → park) and
+ * writes the decision to the table later. The sweeper unblocks an aggregate once the table
+ * shows nothing holding it (no failed, dead or parked row), which is only sound if no
+ * decision was unwritten when it read the table and none was taken since:
+ *
+ *   const m = blocked.mark(type, id);      // null while a decision is unwritten
+ *   … read the table: nothing holds the aggregate …
+ *   blocked.unblockSince(type, id, m);     // false if anything was decided since
+ *
+ * Otherwise a parked row written just after the read would be stranded while newer events
+ * of the aggregate flow past it, or a failure recorded just after it would be overtaken.
  */
 export class BlockedAggregates {
   readonly #blocked = new Set<string>();
-  readonly #pendingParks = new Map<string, number>();
+  /** Decisions (park, or a blocking failure) taken but not written yet. */
+  readonly #pending = new Map<string, number>();
+  /** Bumped by every decision: tells a sweeper's read that it is out of date. */
+  readonly #epoch = new Map<string, number>();
 
   get size(): number {
     return this.#blocked.size;
@@ -25,28 +36,41 @@ export class BlockedAggregates {
     return this.#blocked.has(keyOf(aggregateType, aggregateId));
   }
 
-  block(aggregateType: string, aggregateId: string): void {
-    this.#blocked.add(keyOf(aggregateType, aggregateId));
+  /** The aggregates blocked now, as [aggregateType, aggregateId]. */
+  keys(): [string, string][] {
+    return [...this.#blocked].map((k) => k.split('\u0000', 2) as [string, string]);
+  }
+
+  /** The stream decided that this aggregate's event failed: later events are parked. Pending until written. */
+  blockDecided(aggregateType: string, aggregateId: string): void {
+    const k = keyOf(aggregateType, aggregateId);
+    this.#blocked.add(k);
+    this.#decide(k);
   }
 
   /** The stream decided to park an event of this aggregate; its row is not written yet. */
   parkDecided(aggregateType: string, aggregateId: string): void {
-    const k = keyOf(aggregateType, aggregateId);
-    this.#pendingParks.set(k, (this.#pendingParks.get(k) ?? 0) + 1);
+    this.#decide(keyOf(aggregateType, aggregateId));
   }
 
-  /** The parked row is written (or the write was abandoned with its session). */
-  parkWritten(aggregateType: string, aggregateId: string): void {
+  /** A decision's row is written (or the write was abandoned with its session). */
+  written(aggregateType: string, aggregateId: string): void {
     const k = keyOf(aggregateType, aggregateId);
-    const n = (this.#pendingParks.get(k) ?? 1) - 1;
-    if (n <= 0) this.#pendingParks.delete(k);
-    else this.#pendingParks.set(k, n);
+    const n = (this.#pending.get(k) ?? 1) - 1;
+    if (n <= 0) this.#pending.delete(k);
+    else this.#pending.set(k, n);
   }
 
-  /** Unblocks when no park decision is pending; false means: look at the table again. */
-  tryUnblock(aggregateType: string, aggregateId: string): boolean {
+  /** Take before reading the table; null while a decision is unwritten (the table is not the truth yet). */
+  mark(aggregateType: string, aggregateId: string): number | null {
     const k = keyOf(aggregateType, aggregateId);
-    if (this.#pendingParks.has(k)) return false;
+    return this.#pending.has(k) ? null : (this.#epoch.get(k) ?? 0);
+  }
+
+  /** Unblocks if `mark` was taken with nothing unwritten and nothing was decided since. */
+  unblockSince(aggregateType: string, aggregateId: string, mark: number | null): boolean {
+    const k = keyOf(aggregateType, aggregateId);
+    if (mark === null || this.#pending.has(k) || (this.#epoch.get(k) ?? 0) !== mark) return false;
     this.#blocked.delete(k);
     return true;
   }
@@ -58,5 +82,10 @@ export class BlockedAggregates {
     );
     this.#blocked.clear();
     for (const row of r.rows) this.#blocked.add(keyOf(row.aggregate_type, row.aggregate_id));
+  }
+
+  #decide(k: string): void {
+    this.#pending.set(k, (this.#pending.get(k) ?? 0) + 1);
+    this.#epoch.set(k, (this.#epoch.get(k) ?? 0) + 1);
   }
 }

@@ -319,7 +319,7 @@ export class ReplicationSession {
         blocked.parkDecided(e.aggregateType, e.aggregateId);
       } else if (p.routeError !== undefined) {
         outcomes[i] = { failed: { class: 'permanent', reason: 'ROUTE', message: p.routeError } };
-        if (strict) blocked.block(e.aggregateType, e.aggregateId);
+        if (strict) blocked.blockDecided(e.aggregateType, e.aggregateId);
       } else {
         toSend.push(i);
       }
@@ -346,14 +346,14 @@ export class ReplicationSession {
       }
       const one = await this.#sendWithRetry([m], signal);
       if (one === null) {
-        // Aborted mid-way: undo the park decisions taken so far (their rows are not written).
-        this.#abandonParks(batch, outcomes);
+        // Aborted mid-way: the decisions taken so far are never written.
+        this.#decisionsDone(batch, outcomes);
         return null;
       }
       if (one === true) outcomes[i] = PUBLISHED;
       else {
         outcomes[i] = { failed: one };
-        if (strict) blocked.block(e.aggregateType, e.aggregateId);
+        if (strict) blocked.blockDecided(e.aggregateType, e.aggregateId);
       }
     }
     return outcomes;
@@ -389,17 +389,22 @@ export class ReplicationSession {
     }
   }
 
-  /** The session ends before these park decisions are written: they no longer hold the aggregate. */
-  #abandonParks(batch: Pending[], outcomes: Outcome[]): void {
+  /**
+   * The strict-ordering decisions of a batch (parks, blocking failures) are written — or given
+   * up with the session, whose successor reloads the blocked set from the table.
+   */
+  #decisionsDone(batch: Pending[], outcomes: Outcome[]): void {
+    const strict = this.#d.config.ordering === 'strict';
     batch.forEach((p, i) => {
-      if (outcomes[i] === PARKED)
-        this.#d.blocked.parkWritten(p.message.event.aggregateType, p.message.event.aggregateId);
+      const o = outcomes[i];
+      if (o === PARKED || (strict && o !== undefined && o !== PUBLISHED))
+        this.#d.blocked.written(p.message.event.aggregateType, p.message.event.aggregateId);
     });
   }
 
   /** Writes the batch's outcomes (published / failed / parked), then settles it. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
-    const { config: c, store, metrics, outages, blocked, log } = this.#d;
+    const { config: c, store, metrics, outages, log } = this.#d;
     const published: string[] = [];
     const parked: string[] = [];
     const failed: { id: string; error: string; retryInMs: number }[] = [];
@@ -417,7 +422,7 @@ export class ReplicationSession {
     });
     for (let attempt = 1; ; attempt++) {
       if (signal.aborted) {
-        this.#abandonParks(batch, outcomes);
+        this.#decisionsDone(batch, outcomes);
         return;
       }
       try {
@@ -426,6 +431,7 @@ export class ReplicationSession {
         await store.recordParked(parked);
         await store.markPublished(published);
         outages.recovered('database');
+        this.#decisionsDone(batch, outcomes);
         break;
       } catch (e) {
         metrics.transientErrors.inc({
@@ -450,7 +456,6 @@ export class ReplicationSession {
         perTopic.set(p.message.topic, (perTopic.get(p.message.topic) ?? 0) + 1);
         metrics.endToEndLagSeconds.observe(Math.max(0, now - e.commitTimeMs) / 1000);
       } else if (o === PARKED) {
-        blocked.parkWritten(e.aggregateType, e.aggregateId);
         logOutcome(log, e, p.message.topic, 0, 'parked');
       } else {
         metrics.failures.eventsFailed.inc({ reason: o.failed.reason });

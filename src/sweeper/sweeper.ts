@@ -117,6 +117,8 @@ export class Sweeper {
     if (signal.aborted) return;
     await this.#releaseParked(released, signal);
     if (signal.aborted) return;
+    await this.#reconcileBlocked();
+    if (signal.aborted) return;
     await this.#refreshGauges();
   }
 
@@ -277,6 +279,7 @@ export class Sweeper {
     const { config: c, store, blocked, log } = this.#d;
     // Bounded: the stream may park more events of the aggregate while we release.
     for (let round = 0; round < 1000 && !signal.aborted; round++) {
+      const mark = blocked.mark(type, id); // before the read: see BlockedAggregates
       const next = await withTransaction(store.db, async (client): Promise<'stop' | 'empty' | 'more'> => {
         const ahead = await client.query(
           `SELECT 1 FROM ${store.table} WHERE aggregate_type = $1 AND aggregate_id = $2 AND status IN ('failed', 'dead') LIMIT 1`,
@@ -316,10 +319,34 @@ export class Sweeper {
       });
       if (next === 'stop') return;
       if (next === 'empty') {
-        if (blocked.tryUnblock(type, id)) return;
+        if (blocked.unblockSince(type, id, mark)) return;
         await sleep(20, signal);
       }
     }
+  }
+
+  /**
+   * Strict ordering: unblocks aggregates that nothing in the table holds any more — a head an
+   * operator discarded or resent-and-published with no parked followers, which #releaseParked
+   * never visits. Without this the aggregate's next event would be parked and released a round
+   * later (order kept, latency lost).
+   */
+  async #reconcileBlocked(): Promise<void> {
+    const { store, blocked } = this.#d;
+    const keys = blocked.keys();
+    if (keys.length === 0) return;
+    const marks = keys.map(([type, id]) => blocked.mark(type, id));
+    const held = await store.db.query<{ aggregate_type: string; aggregate_id: string }>(
+      `SELECT DISTINCT o.aggregate_type, o.aggregate_id
+         FROM ${store.table} AS o JOIN unnest($1::text[], $2::text[]) AS k(type, id)
+           ON o.aggregate_type = k.type AND o.aggregate_id = k.id
+        WHERE o.status IN ('failed', 'dead', 'parked')`,
+      [keys.map(([type]) => type), keys.map(([, id]) => id)],
+    );
+    const still = new Set(held.rows.map((r) => JSON.stringify([r.aggregate_type, r.aggregate_id])));
+    keys.forEach(([type, id], i) => {
+      if (!still.has(JSON.stringify([type, id]))) blocked.unblockSince(type, id, marks[i]!);
+    });
   }
 
   async #refreshGauges(): Promise<void> {

@@ -1,10 +1,15 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
+import { RelayMetrics } from '../../src/observability/metrics.ts';
+import { BlockedAggregates } from '../../src/relay/blocked-aggregates.ts';
 import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
+import type { Sink } from '../../src/sinks/sink.ts';
+import { OutboxStore } from '../../src/store/outbox-store.ts';
+import { Sweeper } from '../../src/sweeper/sweeper.ts';
 import { KafkaErrorCode } from '../kafka-standin/index.ts';
 import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
-import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotPosition, startRelayInProcess, testConfig } from '../support/relay.ts';
 
 /**
@@ -328,4 +333,64 @@ describe('re-streamed after a recorded failure (a crash between recording and co
       standin.setTopicError(topic, null);
     });
   }
+});
+
+describe('strict ordering after an operator resolved the head', () => {
+  it('the sweeper unblocks an aggregate nothing holds any more, never one with an unwritten decision', async () => {
+    const h = await createTestDatabase({ name: 'unblock' });
+    try {
+      await migrateDb(h);
+      const config = testConfig(h, ['--ordering', 'strict', '--no-prune']);
+      const published: string[] = [];
+      const sink: Sink = {
+        name: 'capture',
+        start: async () => {},
+        stop: async () => {},
+        publish: async (batch) => {
+          published.push(...batch.map((m) => m.event.id));
+        },
+        classify: (e) => ({ class: 'permanent', reason: 'TEST', message: String(e) }),
+      };
+      const blocked = new BlockedAggregates();
+      const sweeper = new Sweeper({
+        config,
+        sink,
+        store: new OutboxStore(h.pool, 'public', 'outbox'),
+        blocked,
+        log: silentLogger(),
+        metrics: new RelayMetrics(),
+      });
+      // A failed head with no parked followers, not due for a retry.
+      const [head] = await insertEvents(h.pool, [ev('Held', 'h', 0)]);
+      await h.query(
+        `UPDATE outbox SET status = 'failed', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
+        [head],
+      );
+      await blocked.reload(h.pool, 'public', 'outbox');
+      await sweeper.sweepOnce();
+      expect(blocked.has('Held', 'h'), 'still held by its failed head').toBe(true);
+
+      // The operator discards it: the next round unblocks the aggregate (its next event flows at once).
+      await h.query(`UPDATE outbox SET status = 'discarded' WHERE id = $1`, [head]);
+      await sweeper.sweepOnce();
+      expect(blocked.has('Held', 'h'), 'unblocked once nothing holds it').toBe(false);
+
+      // A failure the stream decided but has not written yet: the table says nothing, the
+      // decision does — the aggregate stays blocked until the row is written and read again.
+      blocked.blockDecided('Held', 'x');
+      await sweeper.sweepOnce();
+      expect(blocked.has('Held', 'x')).toBe(true);
+      const [x1] = await insertEvents(h.pool, [ev('Held', 'x', 0)]);
+      await h.query(
+        `UPDATE outbox SET status = 'failed', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
+        [x1],
+      );
+      blocked.written('Held', 'x');
+      await sweeper.sweepOnce();
+      expect(blocked.has('Held', 'x'), 'its failed row now holds it').toBe(true);
+      expect(published).toEqual([]);
+    } finally {
+      await h.close();
+    }
+  });
 });

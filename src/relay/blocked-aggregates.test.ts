@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { BlockedAggregates } from './blocked-aggregates.ts';
+
+describe('BlockedAggregates', () => {
+  it('blocks on a failure decision and lists the blocked aggregates', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('Order', '1');
+    expect(b.has('Order', '1')).toBe(true);
+    expect(b.has('Order', '2')).toBe(false);
+    expect(b.keys()).toEqual([['Order', '1']]);
+  });
+
+  it('a mark taken while a decision is unwritten never unblocks', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('Order', '1');
+    const m = b.mark('Order', '1');
+    expect(m).toBeNull();
+    b.written('Order', '1'); // the failure row appears after the sweeper's read
+    expect(b.unblockSince('Order', '1', m)).toBe(false);
+    expect(b.has('Order', '1')).toBe(true);
+  });
+
+  it('a decision taken after the mark keeps the aggregate blocked, even once written', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('Order', '1');
+    b.written('Order', '1');
+    const m = b.mark('Order', '1');
+    expect(m).not.toBeNull();
+    b.parkDecided('Order', '1'); // parked after the sweeper read "nothing holds it"
+    b.written('Order', '1');
+    expect(b.unblockSince('Order', '1', m)).toBe(false);
+    expect(b.has('Order', '1')).toBe(true);
+    // A fresh read after the park was written may unblock (then it finds the parked row and does not).
+    expect(b.unblockSince('Order', '1', b.mark('Order', '1'))).toBe(true);
+    expect(b.has('Order', '1')).toBe(false);
+  });
+
+  it('counts several unwritten decisions of one aggregate', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('Order', '1');
+    b.parkDecided('Order', '1');
+    b.written('Order', '1');
+    expect(b.mark('Order', '1')).toBeNull();
+    b.written('Order', '1');
+    expect(b.mark('Order', '1')).not.toBeNull();
+  });
+
+  it('keeps aggregate ids that contain separators apart', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('a', 'b:c');
+    expect(b.has('a:b', 'c')).toBe(false);
+    expect(b.keys()).toEqual([['a', 'b:c']]);
+  });
+});
