@@ -39,7 +39,7 @@ export function optionsMarkdown(): string {
   for (const s of OPTIONS) {
     const esc = (t: string) => t.replace(/\|/g, '\\|');
     rows.push(
-      `| \`${flagText(s)}\` | ${s.env ? `\`${s.env}\`` : ''} | \`${s.key}\` | ${defaultText(s) ? `\`${esc(defaultText(s))}\`` : ''} | ${s.commands.join(', ')} | ${esc(s.doc)} |`,
+      `| \`${esc(flagText(s))}\` | ${s.env ? `\`${s.env}\`` : ''} | \`${s.key}\` | ${defaultText(s) ? `\`${esc(defaultText(s))}\`` : ''} | ${s.commands.join(', ')} | ${esc(s.doc)} |`,
     );
   }
   return rows.join('\n');

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
+import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
 import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
 
 /** The resolved configuration: every option with its default applied. */
@@ -27,6 +28,8 @@ export interface Config {
   kafkaRequestTimeoutMs: number;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
+  valueFormat: ValueFormat;
+  valueFormatOverrides: Record<string, ValueFormat>;
   batchSize: number;
   batchBytes: number;
   lingerMs: number;
@@ -285,6 +288,13 @@ function validate(command: Command, c: Config, specs: OptionSpec[]): void {
     for (const [type, topic] of Object.entries(c.topicOverrides)) {
       const o = checkTopicTemplate(topic);
       if (o) throw fail('topicOverrides', `${type}=${topic}: ${o}`);
+    }
+    for (const [type, format] of Object.entries(c.valueFormatOverrides)) {
+      if (!isValueFormat(format))
+        throw fail(
+          'valueFormatOverrides',
+          `${type}=${format}: the format must be one of ${VALUE_FORMATS.join(', ')}`,
+        );
     }
     if (c.retryMaxMs < c.retryInitialMs) throw fail('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {

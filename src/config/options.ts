@@ -243,6 +243,27 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Per-aggregate-type topic, AGGREGATE_TYPE=TOPIC (repeat the flag, or comma-separate in the environment).',
     commands: RUN,
   },
+  {
+    key: 'valueFormat',
+    flag: 'value-format',
+    env: 'OUTBOX_VALUE_FORMAT',
+    type: 'enum',
+    values: ['raw', 'envelope-protobuf', 'envelope-json'],
+    default: 'raw',
+    group: 'Routing',
+    doc: 'What a message value holds: raw (the payload as is, metadata in headers), envelope-protobuf (an outbox.v1.Envelope) or envelope-json (its canonical JSON mapping). docs/envelope.md.',
+    commands: RUN,
+  },
+  {
+    key: 'valueFormatOverrides',
+    flag: 'value-format-override',
+    env: 'OUTBOX_VALUE_FORMAT_OVERRIDES',
+    type: 'map',
+    default: {},
+    group: 'Routing',
+    doc: 'Per-aggregate-type value format, AGGREGATE_TYPE=FORMAT (repeat the flag, or comma-separate in the environment).',
+    commands: RUN,
+  },
   // --- pipeline ---
   {
     key: 'batchSize',

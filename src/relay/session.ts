@@ -8,7 +8,7 @@ import { ReplicationConnection } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { type RouteConfig, RouteError, route } from '../route/router.ts';
+import { type RouteConfig, RouteError, route, routeConfigOf } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { OutboxStore } from '../store/outbox-store.ts';
@@ -73,7 +73,7 @@ export class ReplicationSession {
     this.#tracker = new AckTracker(startLsn);
     this.#received = startLsn;
     this.#decoder = new OutboxDecoder(deps.config.schema, deps.config.table);
-    this.#route = { topicTemplate: deps.config.topicTemplate, topicOverrides: deps.config.topicOverrides };
+    this.#route = routeConfigOf(deps.config);
   }
 
   get confirmedLsn(): Lsn {

@@ -1,6 +1,9 @@
+import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
+import { EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
 import type { OutboxEvent } from './event.ts';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE, RouteError, route, topicFor } from './router.ts';
+import { ENVELOPE_PROTOBUF_CONTENT_TYPE } from './value-format.ts';
 
 const cfg = { topicTemplate: DEFAULT_TOPIC_TEMPLATE, topicOverrides: {} };
 
@@ -76,5 +79,42 @@ describe('route', () => {
     expect(checkTopicTemplate(DEFAULT_TOPIC_TEMPLATE)).toBeNull();
     expect(checkTopicTemplate('t.{aggregate}')).toMatch(/unknown placeholder \{aggregate\}/);
     expect(checkTopicTemplate('bad topic')).toMatch(/only letters/);
+  });
+});
+
+describe('route: value format', () => {
+  const envelopeCfg = {
+    ...cfg,
+    valueFormat: 'raw' as const,
+    valueFormatOverrides: { Order: 'envelope-protobuf' as const, Invoice: 'envelope-json' as const },
+  };
+
+  it('raw by default: the payload as is, the row content type', () => {
+    const m = route(event({ aggregateType: 'Customer', contentType: 'text/plain' }), envelopeCfg);
+    expect(m.value?.toString()).toBe('{"total":10}');
+    expect(m.headers['content-type']).toBe('text/plain');
+  });
+
+  it('a per-aggregate-type override encodes an Envelope and says so in content-type', () => {
+    const m = route(event(), envelopeCfg);
+    const env = fromBinary(EnvelopeSchema, m.value!);
+    expect(env.eventId).toBe('0190f6b0-0000-7000-8000-000000000001');
+    expect(env.aggregateId).toBe('order-42');
+    expect(Buffer.from(env.payload).toString()).toBe('{"total":10}');
+    expect(env.contentType).toBe('application/json');
+    expect(m.headers['content-type']).toBe(ENVELOPE_PROTOBUF_CONTENT_TYPE);
+    expect(m.bytes).toBeGreaterThan(m.value!.length);
+  });
+
+  it('envelope-json is the canonical JSON of the same Envelope', () => {
+    const m = route(event({ aggregateType: 'Invoice' }), envelopeCfg);
+    const env = fromJsonString(EnvelopeSchema, m.value!.toString());
+    expect(env.aggregateType).toBe('Invoice');
+    expect(m.headers['content-type']).toBe('application/json');
+  });
+
+  it('the default format applies to every aggregate type without an override', () => {
+    const m = route(event({ aggregateType: 'Customer' }), { ...cfg, valueFormat: 'envelope-json' });
+    expect(fromJsonString(EnvelopeSchema, m.value!.toString()).aggregateType).toBe('Customer');
   });
 });

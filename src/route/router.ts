@@ -1,10 +1,25 @@
 import type { OutboundMessage, OutboxEvent } from './event.ts';
+import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
 
 export interface RouteConfig {
   /** Topic template; placeholders {aggregate_type} and {event_type}. */
   topicTemplate: string;
   /** Per-aggregate-type topic (a template too), overriding topicTemplate. */
   topicOverrides: Record<string, string>;
+  /** What the message value holds (docs/envelope.md); default raw. */
+  valueFormat?: ValueFormat;
+  /** Per-aggregate-type value format, overriding valueFormat. */
+  valueFormatOverrides?: Record<string, ValueFormat>;
+}
+
+/** The routing part of the relay's configuration. */
+export function routeConfigOf(c: RouteConfig): RouteConfig {
+  return {
+    topicTemplate: c.topicTemplate,
+    topicOverrides: c.topicOverrides,
+    valueFormat: c.valueFormat ?? 'raw',
+    valueFormatOverrides: c.valueFormatOverrides ?? {},
+  };
 }
 
 export const DEFAULT_TOPIC_TEMPLATE = 'outbox.event.{aggregate_type}';
@@ -63,6 +78,19 @@ export const HEADER = {
 /** Pure: turns a decoded row into the message a sink publishes. */
 export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   const topic = topicFor(event, cfg);
+  const format = valueFormatFor(
+    event.aggregateType,
+    cfg.valueFormat ?? 'raw',
+    cfg.valueFormatOverrides ?? {},
+  );
+  let encoded: ReturnType<typeof encodeValue>;
+  try {
+    encoded = encodeValue(event, format);
+  } catch (e) {
+    throw new RouteError(
+      `the ${format} value cannot be encoded: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
   const headers: Record<string, string> = {};
   let bytes = 0;
   for (const [k, v] of Object.entries(event.headers)) {
@@ -75,14 +103,14 @@ export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   headers[HEADER.eventType] = event.eventType;
   headers[HEADER.aggregateType] = event.aggregateType;
   headers[HEADER.aggregateId] = event.aggregateId;
-  headers[HEADER.contentType] = event.contentType;
+  headers[HEADER.contentType] = encoded.contentType;
   if (event.traceparent) headers[HEADER.traceparent] = event.traceparent;
   bytes += 160 + event.eventId.length + event.eventType.length + event.aggregateId.length * 2;
-  bytes += event.payload?.length ?? 0;
+  bytes += encoded.value?.length ?? 0;
   return {
     topic,
     key: event.aggregateId,
-    value: event.payload,
+    value: encoded.value,
     headers,
     timestamp: event.createdAt.getTime(),
     event,

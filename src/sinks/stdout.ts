@@ -10,9 +10,10 @@ export function isTextual(contentType: string): boolean {
   return TEXTUAL.test(contentType);
 }
 
-/** One NDJSON line: value as UTF-8 when the content type is textual, else base64. */
+/** One NDJSON line: value as UTF-8 when the message's content type is textual, else base64. */
 export function toJsonLine(m: OutboundMessage): string {
-  const textual = isTextual(m.event.contentType);
+  // The message's content type, not the row's: an envelope-protobuf value is binary whatever the payload.
+  const textual = isTextual(m.headers['content-type'] ?? m.event.contentType);
   return JSON.stringify({
     topic: m.topic,
     key: m.key,

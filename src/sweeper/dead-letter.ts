@@ -1,18 +1,22 @@
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { route } from '../route/router.ts';
+import { type RouteConfig, route } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 
-/** The copy of a dead event on the dead-letter topic: same key, value and headers, plus why. */
+/**
+ * The copy of a dead event on the dead-letter topic: same key, value (in the event's value
+ * format) and headers, plus why.
+ */
 export function dlqMessage(
   e: OutboxEvent,
   dlqTopic: string,
   originalTopic: string,
   attempts: number,
   error: Classified,
+  routing: Pick<RouteConfig, 'valueFormat' | 'valueFormatOverrides'> = {},
   now = new Date(),
 ): OutboundMessage {
   // The DLQ topic is a literal name (checked at start), so routing to it cannot fail.
-  const m = route(e, { topicTemplate: dlqTopic, topicOverrides: {} });
+  const m = route(e, { ...routing, topicTemplate: dlqTopic, topicOverrides: {} });
   m.headers['x-dlq-reason'] = `${error.reason}: ${error.message}`.slice(0, 1000);
   m.headers['x-dlq-attempts'] = String(attempts);
   m.headers['x-dlq-original-topic'] = originalTopic;

@@ -6,7 +6,7 @@ import { sleep } from '../relay/backoff.ts';
 import type { BlockedAggregates } from '../relay/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../relay/failure-policy.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { type RouteConfig, RouteError, route } from '../route/router.ts';
+import { type RouteConfig, RouteError, route, routeConfigOf } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts';
@@ -54,7 +54,7 @@ export class Sweeper {
 
   constructor(deps: SweeperDeps) {
     this.#d = deps;
-    this.#route = { topicTemplate: deps.config.topicTemplate, topicOverrides: deps.config.topicOverrides };
+    this.#route = routeConfigOf(deps.config);
     const c = deps.config;
     this.#slotWatch = new SlotWatch({
       db: deps.store.db,
@@ -239,7 +239,7 @@ export class Sweeper {
     const { config: c, sink, metrics, log } = this.#d;
     if (!c.deadLetterTopic) return;
     try {
-      await sink.publish([dlqMessage(event, c.deadLetterTopic, topic, attempts, error)]);
+      await sink.publish([dlqMessage(event, c.deadLetterTopic, topic, attempts, error, this.#route)]);
       metrics.failures.dlqPublished.inc();
       logOutcome(log, event, c.deadLetterTopic, attempts, 'dlq');
     } catch (e) {

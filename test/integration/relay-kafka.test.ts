@@ -1,4 +1,6 @@
+import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EnvelopeSchema } from '../../src/gen/outbox/v1/envelope_pb.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
@@ -34,9 +36,20 @@ beforeAll(async () => {
   await kafka.createTopic('outbox.event.Order', 3);
   await kafka.createTopic('outbox.event.Customer', 1);
   await kafka.createTopic('billing.invoices', 2);
+  await kafka.createTopic('outbox.event.EnvBin', 1);
+  await kafka.createTopic('outbox.event.EnvJson', 1);
   const config = testConfig(
     db,
-    ['--topic-override', 'Invoice=billing.invoices', '--status-interval-ms', '300'],
+    [
+      '--topic-override',
+      'Invoice=billing.invoices',
+      '--value-format-override',
+      'EnvBin=envelope-protobuf',
+      '--value-format-override',
+      'EnvJson=envelope-json',
+      '--status-interval-ms',
+      '300',
+    ],
     kafka.brokers,
   );
   relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
@@ -103,6 +116,36 @@ describe('relay → Kafka', () => {
 
     const invoices = await kafka.readAll('billing.invoices');
     expect(invoices.map((m) => m.key?.toString())).toEqual(['i-1']);
+  });
+
+  it('encodes the value as an outbox.v1.Envelope for the aggregate types configured so, which a consumer decodes with the generated code', async () => {
+    const [binId, jsonId] = await insertEvents(db.pool, [
+      {
+        aggregateType: 'EnvBin',
+        aggregateId: 'e-1',
+        eventType: 'Shipped',
+        payload: '{"parcel":7}',
+        headers: { event_version: '3', source: 'shop' },
+        traceparent: TRACEPARENT,
+      },
+      { aggregateType: 'EnvJson', aggregateId: 'e-2', eventType: 'Billed', payload: '{"cents":99}' },
+    ]);
+    await waitFor(async () => (await published([binId!, jsonId!])) === 2, { message: 'both published' });
+    const [bin] = await kafka.readAll('outbox.event.EnvBin');
+    const [json] = await kafka.readAll('outbox.event.EnvJson');
+    const h = (r: typeof bin, k: string) => r!.headers[k]?.toString();
+    expect(h(bin, 'content-type')).toBe('application/x-protobuf; messageType=outbox.v1.Envelope');
+    const env = fromBinary(EnvelopeSchema, bin!.value!);
+    expect(env.eventId).toBe(h(bin, 'id'));
+    expect([env.aggregateType, env.aggregateId, env.eventType]).toEqual(['EnvBin', 'e-1', 'Shipped']);
+    expect(env.eventVersion).toBe(3);
+    expect(env.source).toBe('shop');
+    expect(env.traceparent).toBe(TRACEPARENT);
+    expect(env.contentType).toBe('application/json');
+    expect(Buffer.from(env.payload).toString()).toBe('{"parcel":7}');
+    expect(h(json, 'content-type')).toBe('application/json');
+    const envJson = fromJsonString(EnvelopeSchema, json!.value!.toString());
+    expect([envJson.aggregateId, Buffer.from(envJson.payload).toString()]).toEqual(['e-2', '{"cents":99}']);
   });
 
   it('keeps per-key order across topics and partitions, and confirms the slot past published rows', async () => {
