@@ -11,19 +11,13 @@ import { isOpsCommand, runOpsCommand } from '../ops/cli.ts';
 import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { createSink } from '../sinks/create.ts';
+import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 
 const VERSION = '0.1.0';
 
-// kafkajs 2.2 schedules its idle request-queue check with a negative delay, which Node ≥ 23
-// clamps to 1 ms and reports as TimeoutNegativeWarning on every send. Harmless; hide only that one.
-const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
-  const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string } | undefined)?.type;
-  if (type === 'TimeoutNegativeWarning') return;
-  (emitWarning as (...a: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
+hideKafkajsTimeoutWarnings();
 
 const USAGE = `outbox-relay — relay transactional-outbox rows from a PostgreSQL logical replication slot to Kafka,
 confirming the slot only after the broker acknowledged.
