@@ -1,3 +1,4 @@
+import type { Config } from '../config/load.ts';
 import { OpsInputError } from './input-error.ts';
 import { parseTime } from './time-filter.ts';
 
@@ -18,15 +19,9 @@ export interface EventFilter {
 }
 
 /** The filter options as the config gives them (flags, file, environment). */
-export interface FilterOptions {
-  status?: string[];
-  since?: string;
-  until?: string;
-  aggregateType?: string;
-  aggregateId?: string;
-  eventId?: string;
-  afterId?: number;
-}
+export type FilterOptions = Partial<
+  Pick<Config, 'status' | 'since' | 'until' | 'aggregateType' | 'aggregateId' | 'eventId' | 'afterId'>
+>;
 
 export interface FilterRules {
   /** Statuses the command may touch. */

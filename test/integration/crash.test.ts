@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { insertEvents, migrateDb, orderViolations, type RelayProcess, spawnRelay } from '../support/relay.ts';
+import {
+  deliveryReport,
+  insertEvents,
+  migrateDb,
+  orderViolations,
+  type RelayProcess,
+  spawnRelay,
+} from '../support/relay.ts';
 
 /**
  * The acknowledgement rule under kill -9: a stream of ≥ 20,000 events over ≥ 100 aggregates
@@ -91,16 +98,7 @@ describe('crash safety', () => {
     current = null;
 
     const records = await kafka.readAll('outbox.event.Account');
-    const seen = records.map((m) => ({
-      key: m.key!.toString(),
-      seq: JSON.parse(m.value!.toString()).seq as number,
-    }));
-    const unique = new Set(seen.map((s) => `${s.key}#${s.seq}`));
-    const missing: string[] = [];
-    for (let a = 0; a < AGGREGATES; a++) {
-      for (let s = 0; s < nextSeq[a]!; s++) if (!unique.has(`acct-${a}#${s}`)) missing.push(`acct-${a}#${s}`);
-    }
-    const duplicates = seen.length - unique.size;
+    const { seen, unique, missing, duplicates } = deliveryReport(records, nextSeq, 'acct-');
     console.log(
       `crash test: ${exits} SIGKILLs, ${EVENTS} events, ${seen.length} deliveries, ${duplicates} duplicates (${((duplicates / EVENTS) * 100).toFixed(1)} %)`,
     );

@@ -7,6 +7,7 @@ import { KafkaErrorCode } from '../kafka-standin/index.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
+  deliveryReport,
   insertEvents,
   migrateDb,
   orderViolations,
@@ -220,15 +221,7 @@ describe('hot standby (two relay processes, one slot)', () => {
 
     // No loss, per-key order kept (duplicates from the replayed tail are allowed).
     const records = await kafka.readAll('outbox.event.Account');
-    const seen = records.map((m) => ({
-      key: m.key!.toString(),
-      seq: JSON.parse(m.value!.toString()).seq as number,
-    }));
-    const unique = new Set(seen.map((s) => `${s.key}#${s.seq}`));
-    const missing: string[] = [];
-    for (let g = 0; g < AGGREGATES; g++) {
-      for (let s = 0; s < nextSeq[g]!; s++) if (!unique.has(`acct-${g}#${s}`)) missing.push(`acct-${g}#${s}`);
-    }
+    const { seen, unique, missing } = deliveryReport(records, nextSeq, 'acct-');
     console.log(
       `standby test: takeover ${takeoverMs} ms after kill -9, ${produced} events, ${seen.length} deliveries, ${seen.length - unique.size} duplicates`,
     );

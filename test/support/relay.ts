@@ -288,3 +288,24 @@ export function orderViolations(seen: { key: string; seq: number }[]): string[] 
   }
   return out;
 }
+
+/**
+ * What a consumer saw of a stream of `{ seq }` events over keys `${prefix}${k}` (k < nextSeq.length):
+ * deliveries, distinct events, the events never delivered, and duplicates (at-least-once).
+ */
+export function deliveryReport(
+  records: readonly { key: Buffer | null; value: Buffer | null }[],
+  nextSeq: readonly number[],
+  prefix: string,
+) {
+  const seen = records.map((m) => ({
+    key: m.key!.toString(),
+    seq: JSON.parse(m.value!.toString()).seq as number,
+  }));
+  const unique = new Set(seen.map((s) => `${s.key}#${s.seq}`));
+  const missing: string[] = [];
+  nextSeq.forEach((n, k) => {
+    for (let s = 0; s < n; s++) if (!unique.has(`${prefix}${k}#${s}`)) missing.push(`${prefix}${k}#${s}`);
+  });
+  return { seen, unique, missing, duplicates: seen.length - unique.size };
+}
