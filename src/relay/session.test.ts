@@ -1,0 +1,149 @@
+/**
+ * The session's handling of the replication stream, against a scripted connection: which
+ * positions it confirms for logical decoding messages (the heartbeat) when the server sends
+ * no keepalive at all. (Against a real PostgreSQL 15 the walsender's own keepalives advance an
+ * idle slot too, so only a scripted stream shows the heartbeat path on its own.)
+ */
+import type pg from 'pg';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../config/load.ts';
+import { silentLogger } from '../observability/logger.ts';
+import { RelayMetrics } from '../observability/metrics.ts';
+import { ReplicationConnection, type StreamHandlers } from '../replication/connection.ts';
+import type { Lsn } from '../replication/lsn.ts';
+import { StdoutSink } from '../sinks/stdout.ts';
+import { OutboxStore } from '../store/outbox-store.ts';
+import { BlockedAggregates } from './blocked-aggregates.ts';
+import { OutageLog } from './outage-log.ts';
+import { ReplicationSession } from './session.ts';
+
+/** Records status updates; the test plays the server's side through `handlers`. */
+class ScriptedConnection {
+  readonly statuses: { received: Lsn; flushed: Lsn }[] = [];
+  handlers: StreamHandlers | null = null;
+  #end: () => void = () => {};
+
+  stream(_opts: unknown, handlers: StreamHandlers): Promise<void> {
+    this.handlers = handlers;
+    return new Promise((resolve) => {
+      this.#end = resolve;
+    });
+  }
+  sendStatus(received: Lsn, flushed: Lsn): void {
+    this.statuses.push({ received, flushed });
+  }
+  pause(): void {}
+  resume(): void {}
+  async close(): Promise<void> {
+    this.#end();
+  }
+  get flushed(): Lsn[] {
+    return this.statuses.map((s) => s.flushed);
+  }
+}
+
+// pgoutput (protocol version 1) messages, as the server sends them.
+function message(lsn: Lsn, transactional: boolean, prefix = 'pg-outbox-relay-heartbeat'): Buffer {
+  const p = Buffer.from(`${prefix}\0`);
+  const content = Buffer.from('{}');
+  const b = Buffer.alloc(1 + 1 + 8 + p.length + 4 + content.length);
+  let o = b.writeUInt8(0x4d, 0); // 'M'
+  o = b.writeUInt8(transactional ? 1 : 0, o);
+  o = b.writeBigUInt64BE(lsn, o);
+  o += p.copy(b, o);
+  o = b.writeInt32BE(content.length, o);
+  content.copy(b, o);
+  return b;
+}
+function begin(finalLsn: Lsn): Buffer {
+  const b = Buffer.alloc(21);
+  b.writeUInt8(0x42, 0); // 'B'
+  b.writeBigUInt64BE(finalLsn, 1);
+  b.writeBigInt64BE(0n, 9);
+  b.writeInt32BE(1234, 17);
+  return b;
+}
+function commit(commitLsn: Lsn, endLsn: Lsn): Buffer {
+  const b = Buffer.alloc(26);
+  b.writeUInt8(0x43, 0); // 'C'
+  b.writeUInt8(0, 1);
+  b.writeBigUInt64BE(commitLsn, 2);
+  b.writeBigUInt64BE(endLsn, 10);
+  b.writeBigInt64BE(0n, 18);
+  return b;
+}
+
+async function startSession(startLsn: Lsn) {
+  const conn = new ScriptedConnection();
+  vi.spyOn(ReplicationConnection, 'open').mockResolvedValue(conn as unknown as ReplicationConnection);
+  const { config } = loadConfig(
+    'run',
+    [
+      '--database-url',
+      'postgres://relay@localhost/app',
+      '--sink',
+      'stdout',
+      '--status-interval-ms',
+      '600000',
+    ],
+    {},
+  );
+  const log = silentLogger();
+  const session = new ReplicationSession(
+    {
+      config,
+      sink: new StdoutSink(),
+      store: new OutboxStore({} as pg.Pool, 'public', 'outbox'),
+      blocked: new BlockedAggregates(),
+      log,
+      metrics: new RelayMetrics(),
+      outages: new OutageLog(log),
+    },
+    startLsn,
+  );
+  const stop = new AbortController();
+  let streaming = false;
+  const done = session.run(stop.signal, () => {
+    streaming = true;
+  });
+  await vi.waitFor(() => expect(streaming && conn.handlers).toBeTruthy());
+  return { conn, session, stop, done, h: conn.handlers! };
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('replication session: logical decoding messages (heartbeat)', () => {
+  it('confirms a non-transactional message position with no keepalive from the server', async () => {
+    const s = await startSession(0x1000n);
+    s.h.onData(0x2000n, message(0x2000n, false));
+    expect(s.conn.flushed).toContain(0x2000n);
+    expect(s.session.confirmedLsn).toBe(0x2000n);
+    s.stop.abort();
+    await s.done;
+  });
+
+  it('ignores transactional messages (they belong to their transaction) and never moves backwards', async () => {
+    const s = await startSession(0x3000n);
+    s.h.onData(0x4000n, message(0x4000n, true));
+    expect(s.session.confirmedLsn).toBe(0x3000n);
+    s.h.onData(0x2000n, message(0x2000n, false));
+    expect(s.session.confirmedLsn).toBe(0x3000n);
+    expect(s.conn.flushed.every((f) => f === 0x3000n)).toBe(true);
+    s.stop.abort();
+    await s.done;
+  });
+
+  it('a heartbeat after an empty transaction confirms past both; the transaction alone confirms its end', async () => {
+    const s = await startSession(0x1000n);
+    s.h.onData(0x1800n, begin(0x1900n));
+    s.h.onData(0x1900n, commit(0x1900n, 0x1950n));
+    expect(s.session.confirmedLsn).toBe(0x1950n);
+    s.h.onData(0x5000n, message(0x5000n, false));
+    expect(s.session.confirmedLsn).toBe(0x5000n);
+    expect(s.conn.flushed.at(-1)).toBe(0x5000n);
+    s.stop.abort();
+    await s.done;
+  });
+});
