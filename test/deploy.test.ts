@@ -442,7 +442,16 @@ function promtool(args: string[]): { ok: boolean; output: string } {
   return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
 }
 
-describe('promtool', () => {
+// promtool comes from Debian's prometheus package, which .ci/run installs. On a developer's machine
+// without it these three are skipped, loudly; in CI (CI=true) they run and fail with the install hint.
+const HAVE_PROMTOOL = !spawnSync('promtool', ['--version']).error;
+if (!HAVE_PROMTOOL && !process.env.CI) {
+  console.warn(
+    'promtool not found: skipping the alert-rule and dashboard PromQL checks (apt-get install prometheus); CI runs them',
+  );
+}
+
+describe.skipIf(!HAVE_PROMTOOL && !process.env.CI)('promtool', () => {
   it('check rules deploy/prometheus/alerts.yaml', () => {
     const r = promtool(['check', 'rules', 'deploy/prometheus/alerts.yaml']);
     expect(r.ok, r.output).toBe(true);
