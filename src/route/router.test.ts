@@ -1,29 +1,13 @@
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
+import { outboxEvent } from '../../test/support/outbox-event.ts';
 import { EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
-import type { OutboxEvent } from './event.ts';
 import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE, RouteError, route, topicFor } from './router.ts';
 import { ENVELOPE_PROTOBUF_CONTENT_TYPE } from './value-format.ts';
 
 const cfg = { topicTemplate: DEFAULT_TOPIC_TEMPLATE, topicOverrides: {} };
 
-function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
-  return {
-    id: '17',
-    eventId: '0190f6b0-0000-7000-8000-000000000001',
-    aggregateType: 'Order',
-    aggregateId: 'order-42',
-    eventType: 'OrderPlaced',
-    payload: Buffer.from('{"total":10}'),
-    contentType: 'application/json',
-    headers: {},
-    traceparent: null,
-    createdAt: new Date('2026-01-02T03:04:05.678Z'),
-    lsn: 1n,
-    commitTimeMs: 0,
-    ...over,
-  };
-}
+const event = outboxEvent;
 
 describe('route', () => {
   it('uses the Debezium default topic, aggregate id as key, payload as value, created_at as timestamp', () => {

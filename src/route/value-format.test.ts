@@ -1,6 +1,7 @@
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { describe, expect, it } from 'vitest';
+import { outboxEvent } from '../../test/support/outbox-event.ts';
 import { type Envelope, EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
 import type { OutboxEvent } from './event.ts';
 import {
@@ -15,12 +16,7 @@ import {
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
 function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
-  return {
-    id: '17',
-    eventId: '0190f6b0-0000-7000-8000-000000000001',
-    aggregateType: 'Order',
-    aggregateId: 'order-42',
-    eventType: 'OrderPlaced',
+  return outboxEvent({
     payload: Buffer.from([0, 1, 2, 0xfe, 0xff]),
     contentType: 'application/x-protobuf; messageType=shop.v1.OrderPlaced',
     headers: {
@@ -32,11 +28,8 @@ function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
       nested: { a: 1 },
     },
     traceparent: TRACEPARENT,
-    createdAt: new Date('2026-01-02T03:04:05.678Z'),
-    lsn: 1n,
-    commitTimeMs: 0,
     ...over,
-  };
+  });
 }
 
 /** What a consumer with the generated code gets back, per envelope format. */

@@ -1,5 +1,6 @@
 import type { EachMessagePayload, IHeaders } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
+import { outboxEvent } from '../../test/support/outbox-event.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { encodeValue, type ValueFormat } from '../route/value-format.ts';
 import { InboxError } from './errors.ts';
@@ -19,21 +20,7 @@ function payload(value: Buffer | null, headers: IHeaders): EachMessagePayload {
 
 /** A message as the relay would publish it in `format` (value + the headers that matter here). */
 function published(format: ValueFormat, over: Partial<OutboxEvent> = {}): EachMessagePayload {
-  const event: OutboxEvent = {
-    id: '1',
-    eventId: ID,
-    aggregateType: 'Order',
-    aggregateId: 'o-1',
-    eventType: 'OrderPlaced',
-    payload: Buffer.from('{"total":10}'),
-    contentType: 'application/json',
-    headers: {},
-    traceparent: null,
-    createdAt: new Date(0),
-    lsn: 1n,
-    commitTimeMs: 0,
-    ...over,
-  };
+  const event = outboxEvent({ id: '1', eventId: ID, aggregateId: 'o-1', createdAt: new Date(0), ...over });
   const { value, contentType } = encodeValue(event, format);
   return payload(value, { id: event.eventId, 'content-type': contentType });
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnRelay } from '../support/relay.ts';
+import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnRelayWithHttp } from '../support/relay.ts';
 
 /**
  * The HTTP endpoints of real relay processes (the CLI, as deployed): metrics, liveness through a
@@ -13,20 +13,9 @@ const relays: RelayProcess[] = [];
 
 /** Starts `run` with an ephemeral HTTP port and returns a getter bound to that port. */
 async function startRelay() {
-  const relay = spawnRelay(db, kafka.brokers, ['--http-port', '0', '--http-host', '127.0.0.1']);
-  relays.push(relay);
-  await relay.waitForLog(/"msg":"http server listening/);
-  const line = relay
-    .logs()
-    .split('\n')
-    .find((l) => l.includes('"msg":"http server listening'))!;
-  const { port } = JSON.parse(line) as { port: number };
-  const get = async (path: string) => {
-    const r = await fetch(`http://127.0.0.1:${port}${path}`);
-    const text = await r.text();
-    return { status: r.status, text, json: () => JSON.parse(text) as Record<string, unknown> };
-  };
-  return { relay, get };
+  const r = await spawnRelayWithHttp(db, kafka.brokers);
+  relays.push(r.relay);
+  return r;
 }
 
 type Endpoint = Awaited<ReturnType<typeof startRelay>>['get'];

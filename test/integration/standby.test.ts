@@ -13,7 +13,7 @@ import {
   orderViolations,
   type RelayProcess,
   slotOf,
-  spawnRelay,
+  spawnRelayWithHttp,
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
@@ -34,24 +34,17 @@ const inProcess: Relay[] = [];
 
 /** Starts `run` (default --standby-poll-ms) with an ephemeral HTTP port; returns the process and a getter. */
 async function startRelay() {
-  const relay = spawnRelay(db, kafka.brokers, [
-    ...['--http-port', '0', '--http-host', '127.0.0.1'],
+  const { relay, get } = await spawnRelayWithHttp(db, kafka.brokers, [
     // The sweeper retries the failing event every few hundred ms, forever.
     ...['--sweep-interval-ms', '100', '--failure-backoff-ms', '150', '--failure-backoff-max-ms', '300'],
     ...['--max-attempts', '0', '--status-interval-ms', '300'],
   ]);
   relays.push(relay);
-  await relay.waitForLog(/"msg":"http server listening/);
-  const line = relay
-    .logs()
-    .split('\n')
-    .find((l) => l.includes('"msg":"http server listening'))!;
-  const { port } = JSON.parse(line) as { port: number };
   const readyz = async () => {
-    const r = await fetch(`http://127.0.0.1:${port}/readyz`);
-    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    const r = await get('/readyz');
+    return { status: r.status, body: r.json() };
   };
-  const metrics = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const metrics = async () => (await get('/metrics')).text;
   return { relay, readyz, metrics };
 }
 

@@ -13,22 +13,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Admin, type Consumer, Kafka, logLevel } from 'kafkajs';
-import { KafkaStandIn } from '../kafka-standin/index.ts';
+import { KafkaStandIn, type StoredRecord } from '../kafka-standin/index.ts';
 
 export type KafkaTestMode = 'standin' | 'container';
 
-/** A record as read back from a topic; the stand-in's StoredRecord is a superset. */
-export interface ReadRecord {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly key: Buffer | null;
-  readonly value: Buffer | null;
-  /** Last value per header key. */
-  readonly headers: Record<string, Buffer>;
-  /** Milliseconds since the epoch. */
-  readonly timestamp: number;
-}
+/** A record as read back from a topic: what a real broker's consumer sees of the stand-in's StoredRecord. */
+export type ReadRecord = Omit<StoredRecord, 'headerList' | 'producerId'>;
 
 export interface KafkaHarness {
   /** Bootstrap servers for kafkajs / the relay's --kafka-brokers. */

@@ -114,6 +114,27 @@ export function spawnRelay(
   return spawnCli(['run', ...baseArgs(db), '--kafka-brokers', brokers.join(','), ...extra]);
 }
 
+/** spawnRelay with its HTTP server on an ephemeral loopback port; `get(path)` reads an endpoint. */
+export async function spawnRelayWithHttp(
+  db: { url: string; name: string },
+  brokers: string[],
+  extra: string[] = [],
+) {
+  const relay = spawnRelay(db, brokers, ['--http-port', '0', '--http-host', '127.0.0.1', ...extra]);
+  await relay.waitForLog(/"msg":"http server listening/);
+  const line = relay
+    .logs()
+    .split('\n')
+    .find((l) => l.includes('"msg":"http server listening'))!;
+  const { port } = JSON.parse(line) as { port: number };
+  const get = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${port}${path}`);
+    const text = await r.text();
+    return { status: r.status, text, json: () => JSON.parse(text) as Record<string, unknown> };
+  };
+  return { relay, port, get };
+}
+
 /** A resolved config for an in-process relay; `argv` as on the command line. */
 export function testConfig(
   db: { url: string; name: string },
