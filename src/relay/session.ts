@@ -8,7 +8,7 @@ import { ReplicationConnection } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { type RouteConfig, RouteError, route, routeConfigOf } from '../route/router.ts';
+import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import type { OutboxStore } from '../store/outbox-store.ts';
@@ -190,25 +190,21 @@ export class ReplicationSession {
         return;
       case 'event': {
         const txn = this.#tracker.addEvent();
-        let message: Pending['message'];
-        let routeError: string | undefined;
-        try {
-          message = route(d.event, this.#route);
-        } catch (e) {
-          if (!(e instanceof RouteError)) throw e;
-          // Unroutable: permanent for this event; recorded 'failed' like a broker refusal.
-          routeError = e.message;
-          message = {
-            topic: '',
-            key: d.event.aggregateId,
-            value: d.event.payload,
-            headers: {},
-            timestamp: 0,
-            event: d.event,
-            bytes: 0,
-          };
-        }
-        this.#queue.push(routeError === undefined ? { message, txn } : { message, txn, routeError });
+        const routed = tryRoute(d.event, this.#route);
+        // Unroutable: permanent for this event; recorded 'failed' like a broker refusal.
+        const message: Pending['message'] =
+          'message' in routed
+            ? routed.message
+            : {
+                topic: '',
+                key: d.event.aggregateId,
+                value: null,
+                headers: {},
+                timestamp: 0,
+                event: d.event,
+                bytes: 0,
+              };
+        this.#queue.push('error' in routed ? { message, txn, routeError: routed.error } : { message, txn });
         this.#inflightBytes += message.bytes;
         this.#applyBackpressure();
         return;

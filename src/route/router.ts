@@ -117,3 +117,16 @@ export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
     bytes,
   };
 }
+
+/** route(), with an unroutable row as a value: its reason, permanent for that event. */
+export function tryRoute(
+  event: OutboxEvent,
+  cfg: RouteConfig,
+): { message: OutboundMessage } | { error: string } {
+  try {
+    return { message: route(event, cfg) };
+  } catch (e) {
+    if (!(e instanceof RouteError)) throw e;
+    return { error: e.message };
+  }
+}

@@ -6,7 +6,7 @@ import { sleep } from '../relay/backoff.ts';
 import type { BlockedAggregates } from '../relay/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../relay/failure-policy.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { type RouteConfig, RouteError, route, routeConfigOf } from '../route/router.ts';
+import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts';
@@ -160,13 +160,16 @@ export class Sweeper {
     }
   }
 
-  #message(event: OutboxEvent): { message: OutboundMessage } | { error: Classified } {
-    try {
-      return { message: route(event, this.#route) };
-    } catch (e) {
-      if (!(e instanceof RouteError)) throw e;
-      return { error: { class: 'permanent', reason: 'ROUTE', message: e.message } };
+  /** Routes and publishes one stored event: null = acknowledged, else why it was refused for good. */
+  async #publishRow(
+    row: StoredRow,
+  ): Promise<{ event: OutboxEvent; topic: string; error: Classified | null }> {
+    const event = rowToEvent(row);
+    const routed = tryRoute(event, this.#route);
+    if ('error' in routed) {
+      return { event, topic: '', error: { class: 'permanent', reason: 'ROUTE', message: routed.error } };
     }
+    return { event, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }
 
   /** Publishes one message; transient failures abort the round (no attempt is burned). */
@@ -201,10 +204,7 @@ export class Sweeper {
       );
       for (const row of due.rows) {
         if (signal.aborted) break;
-        const event = rowToEvent(row);
-        const built = this.#message(event);
-        const error = 'error' in built ? built.error : await this.#send([built.message]);
-        const topic = 'message' in built ? built.message.topic : '';
+        const { event, topic, error } = await this.#publishRow(row);
         const attempts = row.attempts + 1;
         metrics.failures.retries.inc();
         if (!error) {
@@ -294,10 +294,7 @@ export class Sweeper {
         );
         if (rows.rows.length === 0) return 'empty';
         for (const row of rows.rows) {
-          const event = rowToEvent(row);
-          const built = this.#message(event);
-          const error = 'error' in built ? built.error : await this.#send([built.message]);
-          const topic = 'message' in built ? built.message.topic : '';
+          const { event, topic, error } = await this.#publishRow(row);
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
             await client.query(
