@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { qualified } from '../store/sql-ident.ts';
+import { readSlot } from '../sweeper/slot-watch.ts';
 import type { StatusSnapshot } from './status-report.ts';
 
 export interface StatusTarget {
@@ -13,23 +14,7 @@ export interface StatusTarget {
 
 /** Reads the slot, the preflight checks and the outbox counts; read-only, safe beside a running relay. */
 export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<StatusSnapshot> {
-  const slot = (
-    await db.query<{
-      active: boolean;
-      active_pid: number | null;
-      wal_status: string | null;
-      retained: string | null;
-      lag: string | null;
-      confirmed: string | null;
-    }>(
-      `SELECT active, active_pid, wal_status,
-              pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
-              pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag,
-              confirmed_flush_lsn::text AS confirmed
-         FROM pg_replication_slots WHERE slot_name = $1`,
-      [t.slot],
-    )
-  ).rows[0];
+  const slot = await readSlot(db, t.slot);
   let publicationError: string | null = null;
   try {
     await checkDatabase(db, t);
@@ -57,17 +42,17 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
     );
     parkedAggregates = Number(parked.rows[0]!.n);
   }
-  const num = (v: string | null | undefined) => (v === null || v === undefined ? null : Number(v));
   return {
     slot: {
       name: t.slot,
       exists: !!slot,
       active: slot?.active ?? null,
-      activePid: slot?.active_pid ?? null,
-      walStatus: slot?.wal_status ?? null,
-      retainedWalBytes: num(slot?.retained),
-      lagBytes: num(slot?.lag),
-      confirmedFlushLsn: slot?.confirmed ?? null,
+      activePid: slot?.activePid ?? null,
+      walStatus: slot?.walStatus ?? null,
+      // Unknown (not 0) once the slot is invalidated and its positions are gone.
+      retainedWalBytes: slot?.restartLsn ? slot.retainedBytes : null,
+      lagBytes: slot?.confirmedFlushLsn ? slot.confirmedLagBytes : null,
+      confirmedFlushLsn: slot?.confirmedFlushLsn ?? null,
     },
     publication: { name: t.publication, ok: publicationError === null, error: publicationError },
     counts,

@@ -59,35 +59,7 @@ export class SlotWatch {
   }
 
   async read(): Promise<SlotReading | null> {
-    const r = await this.#d.db.query<{
-      active: boolean;
-      active_pid: number | null;
-      wal_status: WalStatus | null;
-      safe_wal_size: string | null;
-      restart_lsn: string | null;
-      confirmed_flush_lsn: string | null;
-      retained: string | null;
-      lag: string | null;
-    }>(
-      `SELECT active, active_pid, wal_status, safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
-              pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
-              pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
-         FROM pg_replication_slots WHERE slot_name = $1`,
-      [this.#d.slot],
-    );
-    const s = r.rows[0];
-    if (!s) return null;
-    return {
-      active: s.active,
-      activePid: s.active_pid,
-      walStatus: s.wal_status,
-      safeWalSizeBytes: s.safe_wal_size === null ? null : Number(s.safe_wal_size),
-      restartLsn: s.restart_lsn,
-      confirmedFlushLsn: s.confirmed_flush_lsn,
-      // NULL once the slot is invalidated (restart_lsn is gone).
-      retainedBytes: Math.max(0, Number(s.retained ?? 0)),
-      confirmedLagBytes: Math.max(0, Number(s.lag ?? 0)),
-    };
+    return readSlot(this.#d.db, this.#d.slot);
   }
 
   /** One check: read, export, log crossings. Throws SLOT_INVALIDATED when the slot is lost. */
@@ -161,4 +133,37 @@ export class SlotWatch {
     }
     return s;
   }
+}
+
+/** The slot's row of pg_replication_slots with the WAL distances; null when it does not exist. */
+export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promise<SlotReading | null> {
+  const r = await db.query<{
+    active: boolean;
+    active_pid: number | null;
+    wal_status: WalStatus | null;
+    safe_wal_size: string | null;
+    restart_lsn: string | null;
+    confirmed_flush_lsn: string | null;
+    retained: string | null;
+    lag: string | null;
+  }>(
+    `SELECT active, active_pid, wal_status, safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
+            pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
+            pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
+       FROM pg_replication_slots WHERE slot_name = $1`,
+    [slot],
+  );
+  const s = r.rows[0];
+  if (!s) return null;
+  return {
+    active: s.active,
+    activePid: s.active_pid,
+    walStatus: s.wal_status,
+    safeWalSizeBytes: s.safe_wal_size === null ? null : Number(s.safe_wal_size),
+    restartLsn: s.restart_lsn,
+    confirmedFlushLsn: s.confirmed_flush_lsn,
+    // NULL once the slot is invalidated (restart_lsn is gone).
+    retainedBytes: Math.max(0, Number(s.retained ?? 0)),
+    confirmedLagBytes: Math.max(0, Number(s.lag ?? 0)),
+  };
 }
