@@ -1,4 +1,5 @@
 import { EXIT } from '../cli/exit-codes.ts';
+import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
 
@@ -20,20 +21,16 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   if (rest.length)
     throw new OpsInputError(`slot drop takes no arguments (the slot is --slot), got ${rest.join(' ')}`);
   const slot = ctx.config.slot;
-  const s = await ctx.db.query<{ active: boolean; active_pid: number | null; confirmed: string | null }>(
-    'SELECT active, active_pid, confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1',
-    [slot],
-  );
-  const row = s.rows[0];
+  const row = await readSlot(ctx.db, slot);
   if (!row) throw new OpsInputError(`slot ${slot} does not exist (nothing changed)`);
   if (row.active) {
     process.stderr.write(
-      `outbox-relay: slot ${slot} is active (pid ${row.active_pid}): stop the relay that streams from it first; nothing changed\n`,
+      `outbox-relay: slot ${slot} is active (pid ${row.activePid}): stop the relay that streams from it first; nothing changed\n`,
     );
     return EXIT.UNAVAILABLE;
   }
   const ok = await confirm(
-    `Drop slot ${slot} (confirmed ${row.confirmed})? Events committed while no slot exists are not relayed.`,
+    `Drop slot ${slot} (confirmed ${row.confirmedFlushLsn})? Events committed while no slot exists are not relayed.`,
     ctx.config.yes,
   );
   if (!ok) {
@@ -52,11 +49,11 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
     }
     throw e;
   }
-  await audit(ctx, 'slot drop', { slot, confirmedFlushLsn: row.confirmed }, 1);
+  await audit(ctx, 'slot drop', { slot, confirmedFlushLsn: row.confirmedFlushLsn }, 1);
   ctx.out(
     ctx.config.json
-      ? JSON.stringify({ dropped: slot, confirmedFlushLsn: row.confirmed })
-      : `slot ${slot} dropped (was at ${row.confirmed})`,
+      ? JSON.stringify({ dropped: slot, confirmedFlushLsn: row.confirmedFlushLsn })
+      : `slot ${slot} dropped (was at ${row.confirmedFlushLsn})`,
   );
   return EXIT.OK;
 }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../relay/backoff.ts';
+import { readSlot } from './slot-watch.ts';
 
 export interface RetentionDeps {
   db: pg.Pool;
@@ -177,11 +178,7 @@ export class Retention {
   /** Promotes marks the slot confirmed past to the safe xmin, then takes a new mark. */
   async #advanceMarks(client: pg.PoolClient): Promise<void> {
     const d = this.#d;
-    const slot = await client.query<{ confirmed: string | null }>(
-      'SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1',
-      [d.slot],
-    );
-    const confirmed = slot.rows[0]?.confirmed ?? null;
+    const confirmed = (await readSlot(client, d.slot))?.confirmedFlushLsn ?? null;
     if (confirmed !== null && this.#marks.length > 0) {
       const passed = await client.query<{ i: number }>(
         'SELECT i::int FROM unnest($1::pg_lsn[]) WITH ORDINALITY AS m(lsn, i) WHERE lsn <= $2::pg_lsn ORDER BY i DESC LIMIT 1',
