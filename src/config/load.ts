@@ -80,6 +80,9 @@ export interface Config {
   http: boolean;
   httpPort: number;
   httpHost: string;
+  /** Operator console (src/console/). */
+  console: boolean;
+  consoleToken?: string;
 }
 
 export interface Loaded {

@@ -766,6 +766,27 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Address the HTTP server binds to (127.0.0.1 keeps it local to the host).',
     commands: ['run'],
   },
+  // --- operator console (src/console/, docs/console.md) ---
+  {
+    key: 'console',
+    flag: 'console',
+    env: 'OUTBOX_CONSOLE',
+    type: 'bool',
+    default: false,
+    group: 'Console',
+    doc: 'Serve the operator console under /console on the HTTP server (same host and port as /metrics): relay and slot health, failed/dead/parked events, resend, discard and replay. Off by default: it shows event payloads to whoever reaches the port. Read-only unless an operator token is configured. docs/console.md.',
+    commands: ['run'],
+  },
+  {
+    key: 'consoleToken',
+    flag: 'console-token',
+    env: 'OUTBOX_CONSOLE_TOKEN',
+    type: 'string',
+    secret: true,
+    group: 'Console',
+    doc: 'Operator token (at least 16 characters) that unlocks the console actions after a login. Give it as a file: --console-token-file or OUTBOX_CONSOLE_TOKEN_FILE (flags show in `ps`). Without it the console is read-only.',
+    commands: ['run'],
+  },
 ];
 
 export function optionsFor(command: Command): OptionSpec[] {

@@ -15,8 +15,8 @@ import { audit, confirm, type OpsContext } from './operator.ts';
 
 export const EVENTS_SUBCOMMANDS = ['list', 'count', 'show', 'resend', 'discard'] as const;
 
-const UNHEALTHY: readonly Status[] = ['failed', 'dead', 'parked'];
-const RESOLVABLE: readonly Status[] = ['failed', 'dead'];
+export const UNHEALTHY: readonly Status[] = ['failed', 'dead', 'parked'];
+export const RESOLVABLE: readonly Status[] = ['failed', 'dead'];
 
 /** `outbox-relay events <list|count|show|resend|discard> …` */
 export async function eventsCommand(ctx: OpsContext, args: string[]): Promise<number> {

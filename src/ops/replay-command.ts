@@ -5,7 +5,7 @@ import { audit, type OpsContext } from './operator.ts';
 import { replayEvents } from './replay.ts';
 
 /** By default a replay copies what was (or should have been) relayed, not the failure lifecycle's rows. */
-const REPLAYABLE_BY_DEFAULT: readonly Status[] = ['published', 'pending'];
+export const REPLAYABLE_BY_DEFAULT: readonly Status[] = ['published', 'pending'];
 
 /** `outbox-relay replay --since … [--until …] [filters] [--dry-run]` */
 export async function replayCommand(ctx: OpsContext, args: string[]): Promise<number> {
