@@ -7,7 +7,12 @@ import {
   KafkaJSRequestTimeoutError,
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { classifyKafkaError, PERMANENT_KAFKA_TYPES } from './kafka-errors.ts';
+import {
+  breaksProducer,
+  classifyKafkaError,
+  PERMANENT_KAFKA_TYPES,
+  PRODUCER_STATE_KAFKA_TYPES,
+} from './kafka-errors.ts';
 
 /** A protocol error the way kafkajs builds it from a broker error code. */
 function protocolError(type: string, code: number): KafkaJSProtocolError {
@@ -84,5 +89,38 @@ describe('classifyKafkaError', () => {
     const e = protocolError('NOT_ENOUGH_REPLICAS', 19);
     const NonRetriable = KafkaJSNonRetriableError as unknown as new (e: Error, o: { cause: Error }) => Error;
     expect(classifyKafkaError(new NonRetriable(e, { cause: e })).reason).toBe('NOT_ENOUGH_REPLICAS');
+  });
+});
+
+describe('breaksProducer: what an error means for the producer that raised it', () => {
+  const NonRetriable = KafkaJSNonRetriableError as unknown as new (e: Error, o: { cause: Error }) => Error;
+  const codes: Record<string, number> = {
+    OUT_OF_ORDER_SEQUENCE_NUMBER: 45,
+    DUPLICATE_SEQUENCE_NUMBER: 46,
+    INVALID_PRODUCER_EPOCH: 47,
+    INVALID_PRODUCER_ID_MAPPING: 49,
+    UNKNOWN_PRODUCER_ID: 59,
+  };
+  for (const type of Object.keys(PRODUCER_STATE_KAFKA_TYPES)) {
+    it(`${type}: transient for the events, but the producer is replaced`, () => {
+      const base = protocolError(type, codes[type]!);
+      const wrapped = new NonRetriable(new KafkaJSError(base), { cause: base });
+      expect(breaksProducer(wrapped)).toBe(true);
+      expect(classifyKafkaError(wrapped)).toMatchObject({ class: 'transient', reason: type });
+      expect(classifyKafkaError(wrapped).message).toMatch(/new producer/);
+    });
+  }
+
+  it('a permanent refusal (maybe partial: other partitions of the request stored) replaces the producer', () => {
+    const e = protocolError('MESSAGE_TOO_LARGE', 10);
+    expect(breaksProducer(new KafkaJSAggregateError('Failed to send', [e]))).toBe(true);
+  });
+
+  it('transient errors keep the producer: its resend of the same batch is deduplicated by sequence', () => {
+    expect(breaksProducer(protocolError('NOT_LEADER_FOR_PARTITION', 6))).toBe(false);
+    expect(breaksProducer(new KafkaJSConnectionError('Connection error: ECONNREFUSED', {} as never))).toBe(
+      false,
+    );
+    expect(breaksProducer(new Error('socket hang up'))).toBe(false);
   });
 });

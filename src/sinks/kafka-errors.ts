@@ -29,6 +29,20 @@ export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {
   POLICY_VIOLATION: 'a broker policy refused the record',
 };
 
+/**
+ * Kafka error types that say this producer's idempotence state (producer id, epoch, sequence
+ * numbers) no longer matches the broker's. Transient for the events — the same batch from a new
+ * producer is accepted — but fatal for the producer: every later send of it fails the same way
+ * (design.md §7), so the sink replaces it.
+ */
+export const PRODUCER_STATE_KAFKA_TYPES: Readonly<Record<string, string>> = {
+  OUT_OF_ORDER_SEQUENCE_NUMBER: "the producer's sequence numbers are out of step with the broker's",
+  DUPLICATE_SEQUENCE_NUMBER: "the producer's sequence numbers are out of step with the broker's",
+  INVALID_PRODUCER_EPOCH: 'the producer was fenced (its epoch is stale)',
+  UNKNOWN_PRODUCER_ID: 'the broker no longer knows this producer id',
+  INVALID_PRODUCER_ID_MAPPING: 'the broker no longer knows this producer id',
+};
+
 /** kafkajs error names that are permanent regardless of a Kafka code. */
 const PERMANENT_KAFKAJS_NAMES: Readonly<Record<string, string>> = {
   KafkaJSInvalidTopicName: 'invalid topic name',
@@ -52,6 +66,22 @@ function* chain(e: unknown, depth = 0): Generator<KafkaLikeError> {
   yield* chain(k.cause, depth + 1);
   yield* chain(k.originalError, depth + 1);
   if (Array.isArray(k.errors)) for (const x of k.errors) yield* chain(x, depth + 1);
+}
+
+/**
+ * Whether the producer that raised `e` must be replaced before the next send, by what the
+ * error means for the producer rather than for the event:
+ * - a producer-state error (table above);
+ * - any permanent refusal: the broker may have stored the other partitions of the same
+ *   request, and kafkajs rolls back the sequence numbers of every partition of a failed
+ *   request — the next send to a stored partition would get OUT_OF_ORDER_SEQUENCE_NUMBER for
+ *   ever. A new producer (new id, fresh sequences) sends them again: duplicates, no wedge.
+ * Transient errors keep the producer: kafkajs and the relay resend the same batch, which the
+ * broker deduplicates by sequence number.
+ */
+export function breaksProducer(e: unknown): boolean {
+  for (const k of chain(e)) if (k.type && PRODUCER_STATE_KAFKA_TYPES[k.type]) return true;
+  return classifyKafkaError(e).class === 'permanent';
 }
 
 export function classifyKafkaError(e: unknown): Classified {
@@ -80,5 +110,12 @@ export function classifyKafkaError(e: unknown): Classified {
     }
     if (k.name && k.name !== 'Error') reason = k.name;
   }
+  const producerState = PRODUCER_STATE_KAFKA_TYPES[reason];
+  if (producerState)
+    return {
+      class: 'transient',
+      reason,
+      message: `${producerState}; a new producer sends it again: ${message}`,
+    };
   return { class: 'transient', reason, message };
 }

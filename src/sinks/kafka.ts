@@ -1,9 +1,17 @@
 import { readFileSync } from 'node:fs';
-import { CompressionTypes, Kafka, logLevel, type Message, type Producer, type SASLOptions } from 'kafkajs';
+import {
+  CompressionTypes,
+  Kafka,
+  logLevel,
+  type Message,
+  type Producer,
+  type ProducerConfig,
+  type SASLOptions,
+} from 'kafkajs';
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { type Classified, classifyKafkaError } from './kafka-errors.ts';
+import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import type { Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
@@ -56,15 +64,24 @@ function logCreator(log: Logger) {
  * broker (so a retry cannot reorder a key), no topic auto-creation unless asked.
  * kafkajs's own retries are kept short: the relay's loop retries forever with back-off
  * and keeps the slot unconfirmed meanwhile.
+ *
+ * A producer whose idempotence state may be broken (breaksProducer: a permanent refusal, a
+ * sequence or producer-id error) is replaced before the next send; the replacement connects
+ * lazily, so a broker outage at that moment is one more transient error.
  */
 export class KafkaSink implements Sink {
   readonly name = 'kafka';
-  readonly #producer: Producer;
+  readonly #kafka: Kafka;
+  readonly #producerConfig: ProducerConfig;
+  readonly #log: Logger;
+  #producer: Producer;
+  #connected: Promise<void> | null = null;
   readonly #compression: CompressionTypes;
   readonly #timeout: number;
 
   constructor(c: KafkaSinkConfig, log: Logger) {
-    const kafka = new Kafka({
+    this.#log = log;
+    this.#kafka = new Kafka({
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
       ssl: ssl(c),
@@ -75,18 +92,27 @@ export class KafkaSink implements Sink {
       logLevel: logLevel.WARN,
       logCreator: logCreator(log.child({ component: 'kafkajs' })),
     });
-    this.#producer = kafka.producer({
+    this.#producerConfig = {
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: c.kafkaAutoCreateTopics,
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
-    });
+    };
+    this.#producer = this.#kafka.producer(this.#producerConfig);
     this.#compression = c.kafkaCompression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
     this.#timeout = c.kafkaRequestTimeoutMs;
   }
 
   async start(): Promise<void> {
-    await this.#producer.connect();
+    await this.#connect();
+  }
+
+  #connect(): Promise<void> {
+    this.#connected ??= this.#producer.connect().catch((e: unknown) => {
+      this.#connected = null;
+      throw e;
+    });
+    return this.#connected;
   }
 
   async publish(batch: readonly OutboundMessage[]): Promise<void> {
@@ -97,12 +123,31 @@ export class KafkaSink implements Sink {
       if (!list) byTopic.set(m.topic, (list = []));
       list.push({ key: m.key, value: m.value, headers: m.headers, timestamp: String(m.timestamp) });
     }
-    await this.#producer.sendBatch({
-      acks: -1,
-      timeout: this.#timeout,
-      compression: this.#compression,
-      topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
-    });
+    await this.#connect();
+    const producer = this.#producer;
+    try {
+      await producer.sendBatch({
+        acks: -1,
+        timeout: this.#timeout,
+        compression: this.#compression,
+        topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+      });
+    } catch (e) {
+      if (breaksProducer(e)) await this.#replace(producer, e);
+      throw e;
+    }
+  }
+
+  /** Drops `old` (if it is still the current producer) for a new one: new producer id, fresh sequence numbers. */
+  async #replace(old: Producer, cause: unknown): Promise<void> {
+    if (this.#producer !== old) return;
+    this.#producer = this.#kafka.producer(this.#producerConfig);
+    this.#connected = null;
+    this.#log.warn(
+      { reason: classifyKafkaError(cause).reason },
+      'replacing the Kafka producer (its sequence state may no longer match the broker): events already stored may be sent again (duplicates, never losses)',
+    );
+    await old.disconnect().catch(() => {});
   }
 
   classify(e: unknown): Classified {
