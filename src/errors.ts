@@ -20,6 +20,9 @@ export const ErrorCode = {
   BROKER_REJECTED: 'BROKER_REJECTED',
   PROTOCOL_VIOLATION: 'PROTOCOL_VIOLATION',
   MIGRATION_FAILED: 'MIGRATION_FAILED',
+  INSUFFICIENT_PRIVILEGE: 'INSUFFICIENT_PRIVILEGE',
+  RELAY_STATE_MISSING: 'RELAY_STATE_MISSING',
+  POISON_POSITION: 'POISON_POSITION',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -37,7 +40,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     "The publication must cover only the outbox table and only inserts: `ALTER PUBLICATION <pub> SET TABLE <schema>.outbox; ALTER PUBLICATION <pub> SET (publish = 'insert')`.",
   SLOT_WRONG_PLUGIN:
     'Choose another --slot name, or drop that slot if nothing else uses it (`outbox-relay slot drop` / pg_drop_replication_slot).',
-  SLOT_OTHER_DATABASE: 'Slots belong to one database: choose another --slot name for this database.',
+  SLOT_OTHER_DATABASE:
+    "Slot names are global to the PostgreSQL cluster and a slot belongs to one database: choose another --slot name for this database (nothing was changed on the other database's slot).",
   SLOT_LIMIT_REACHED:
     'Drop unused slots (SELECT slot_name, active FROM pg_replication_slots) or raise max_replication_slots and restart PostgreSQL.',
   SLOT_ACTIVE_ELSEWHERE:
@@ -46,18 +50,27 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'The slot fell further behind than max_slot_wal_keep_size and WAL it needed was removed: events committed since its last position may never be relayed. Drop and recreate the slot (`outbox-relay slot drop`, then run), then replay the gap with `outbox-relay replay --since <time of last relayed event>`.',
   DATABASE_UNAVAILABLE: 'The relay retries by itself; check that PostgreSQL is up and reachable.',
   BROKER_UNAVAILABLE: 'The relay retries by itself; check the brokers and the network.',
+  INSUFFICIENT_PRIVILEGE:
+    'Grant the missing privilege to the role (docs/deployment.md, "Roles: least privilege"), then run `outbox-relay check` with that role.',
+  POISON_POSITION:
+    'The same stream error recurs at one WAL position: retrying cannot help. See docs/operations.md#poison-position for how to skip the transaction (pg_replication_slot_advance) and replay its rows, and what is lost if you do.',
+  RELAY_STATE_MISSING:
+    'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state table.',
 };
 
 export interface RelayErrorOptions {
   retriable?: boolean;
   cause?: unknown;
   details?: Record<string, unknown>;
+  /** What to do, when it depends on the case (e.g. the exact GRANT); else remediation[code]. */
+  fix?: string;
 }
 
 export class RelayError extends Error {
   readonly code: ErrorCode;
   readonly retriable: boolean;
   readonly details: Record<string, unknown> | undefined;
+  readonly fix: string | undefined;
 
   constructor(code: ErrorCode, message: string, opts: RelayErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
@@ -65,11 +78,12 @@ export class RelayError extends Error {
     this.code = code;
     this.retriable = opts.retriable ?? false;
     this.details = opts.details;
+    this.fix = opts.fix;
   }
 
   /** The message followed by what to do about it. */
   get explanation(): string {
-    const fix = remediation[this.code];
+    const fix = this.fix ?? remediation[this.code];
     return fix ? `${this.message}\n  fix: ${fix}` : this.message;
   }
 }

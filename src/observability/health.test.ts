@@ -13,6 +13,7 @@ function sample(over: Partial<Sample> = {}): Sample {
     lastProgressAt: 900_000,
     inflightEvents: 0,
     brokerOutage: false,
+    poisonPosition: false,
     transientErrors: 0,
     ...over,
   };
@@ -34,6 +35,13 @@ describe('readiness', () => {
     expect(readiness(sample({ state: 'waiting', waitingReason: 'database unavailable: x' })).reason).toBe(
       'outage',
     );
+  });
+
+  it('a poison position is not ready, with its own reason; alive (a restart meets the same error)', () => {
+    const poison = 'poison position after 0/16B3748: the stream failed 5 times in a row with [22021] …';
+    const s = sample({ state: 'waiting', waitingReason: poison, poisonPosition: true });
+    expect(readiness(s)).toEqual({ ok: false, reason: 'poison-position', detail: poison });
+    expect(liveness(s, 0, STUCK)).toEqual({ ok: true, reason: 'poison-position', detail: poison });
   });
 });
 
@@ -105,6 +113,7 @@ describe('readSample', () => {
     const metrics = new RelayMetrics();
     metrics.inflightEvents.set(7);
     metrics.brokerOutage.set(1);
+    metrics.poisonPosition.set(1);
     metrics.transientErrors.inc({ dependency: 'broker', reason: 'A' }, 2);
     metrics.transientErrors.inc({ dependency: 'database', reason: 'B' });
     const s = await readSample(
@@ -119,6 +128,7 @@ describe('readSample', () => {
       lastProgressAt: 5,
       inflightEvents: 7,
       brokerOutage: true,
+      poisonPosition: true,
       transientErrors: 3,
     });
   });

@@ -5,15 +5,17 @@ import type { RelayMetrics, RelayState } from './metrics.ts';
  *
  * Readiness (/readyz): 200 only while the relay streams from the slot. With two replicas on
  * one slot exactly one is Ready; the others are hot standbys (state and reason `standby`, 503).
- * A relay in state `waiting` is in a dependency outage (reason `outage`, 503).
+ * A relay in state `waiting` is in a dependency outage (reason `outage`, 503), or stuck at a
+ * poison position (reason `poison-position`, 503; retrying at the longest back-off).
  *
  * Liveness (/healthz): a restart would help only if the relay's loop is stuck, so 503 only when
  *  - the relay has stopped (its loop ended; the process is about to exit), or
  *  - it streams with events in flight, the broker is not in an outage, and for `stuckAfterMs`
  *    nothing moved: no batch published, no position confirmed, no transient error retried,
  *    no state change.
- * Everything else is alive: starting, stopping, standby, waiting (database or broker outage:
- * the loop is retrying on purpose), and an idle outbox (nothing in flight, nothing to do).
+ * Everything else is alive: starting, stopping, standby, waiting (database or broker outage, or
+ * a poison position: the loop is retrying on purpose, and a restart would meet the same error),
+ * and an idle outbox (nothing in flight, nothing to do).
  * The event loop is covered by the answer itself: a blocked loop does not answer, and the
  * probe's timeout fails it.
  */
@@ -36,11 +38,21 @@ export interface Sample {
   lastProgressAt: number | null;
   inflightEvents: number;
   brokerOutage: boolean;
+  /** The stream keeps failing with one error at one position (the waiting reason describes it). */
+  poisonPosition: boolean;
   /** Sum over all labels; it grows on every retried failure. */
   transientErrors: number;
 }
 
-export type Reason = 'standby' | 'outage' | 'broker-outage' | 'starting' | 'stopping' | 'stopped' | 'stuck';
+export type Reason =
+  | 'standby'
+  | 'outage'
+  | 'poison-position'
+  | 'broker-outage'
+  | 'starting'
+  | 'stopping'
+  | 'stopped'
+  | 'stuck';
 
 export interface Verdict {
   ok: boolean;
@@ -60,6 +72,7 @@ export async function readSample(relay: RelayView, at = Date.now()): Promise<Sam
     lastProgressAt: relay.lastProgressAt,
     inflightEvents: await sum(relay.metrics.inflightEvents),
     brokerOutage: (await sum(relay.metrics.brokerOutage)) > 0,
+    poisonPosition: (await sum(relay.metrics.poisonPosition)) > 0,
     transientErrors: await sum(relay.metrics.transientErrors),
   };
 }
@@ -103,7 +116,7 @@ export function liveness(s: Sample, movedAt: number, stuckAfterMs: number): Verd
     case 'standby':
       return { ok: true, reason: 'standby', detail: s.waitingReason ?? undefined };
     case 'waiting':
-      return { ok: true, reason: 'outage', detail: s.waitingReason ?? undefined };
+      return { ok: true, reason: waitingReason(s), detail: s.waitingReason ?? undefined };
     case 'streaming': {
       if (s.brokerOutage) return { ok: true, reason: 'broker-outage' };
       const still = s.at - movedAt;
@@ -126,10 +139,14 @@ export function readiness(s: Sample): Verdict {
     case 'standby':
       return { ok: false, reason: 'standby', detail: s.waitingReason ?? undefined };
     case 'waiting':
-      return { ok: false, reason: 'outage', detail: s.waitingReason ?? undefined };
+      return { ok: false, reason: waitingReason(s), detail: s.waitingReason ?? undefined };
     default:
       return { ok: false, reason: s.state };
   }
+}
+
+function waitingReason(s: Sample): Reason {
+  return s.poisonPosition ? 'poison-position' : 'outage';
 }
 
 /**

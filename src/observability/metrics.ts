@@ -13,6 +13,7 @@ export class RelayMetrics {
   readonly confirmedLsn: Gauge;
   readonly replicationReconnects: Counter;
   readonly brokerOutage: Gauge;
+  readonly poisonPosition: Gauge;
   readonly relayState: Gauge<'state'>;
   readonly transientErrors: Counter<'dependency' | 'reason'>;
   readonly failures: FailureMetrics;
@@ -60,6 +61,11 @@ export class RelayMetrics {
       help: '1 while publishing fails with transient errors, else 0.',
       registers: r,
     });
+    this.poisonPosition = new Gauge({
+      name: 'outbox_poison_position',
+      help: '1 while the stream fails again and again with the same error at the same position (a poison position, docs/operations.md#poison-position), else 0.',
+      registers: r,
+    });
     this.relayState = new Gauge({
       name: 'outbox_relay_state',
       help: 'The relay state: 1 for the current one.',
@@ -87,7 +93,10 @@ export class RelayMetrics {
   }
 }
 
-/** 'standby': another relay holds the slot (hot standby); 'waiting': a dependency outage, retried. */
+/**
+ * 'standby': another relay holds the slot (hot standby); 'waiting': a dependency outage, retried,
+ * or a poison position (then outbox_poison_position is 1 and the waiting reason says so).
+ */
 export const RELAY_STATES = ['starting', 'standby', 'waiting', 'streaming', 'stopping', 'stopped'] as const;
 export type RelayState = (typeof RELAY_STATES)[number];
 

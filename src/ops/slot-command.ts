@@ -1,4 +1,6 @@
 import { EXIT } from '../cli/exit-codes.ts';
+import { ErrorCode, RelayError } from '../errors.ts';
+import { sqlName } from '../replication/privileges.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -6,6 +8,9 @@ import { audit, confirm, type OpsContext } from './operator.ts';
 /**
  * `outbox-relay slot drop`. Cases:
  *  - missing → input error (exit 64), nothing changes;
+ *  - a slot of that name on another database (names are cluster-wide) → SLOT_OTHER_DATABASE
+ *    (exit 78) naming both databases; it is never dropped from here;
+ *  - the role lacks REPLICATION (pg_drop_replication_slot needs it) → INSUFFICIENT_PRIVILEGE (exit 78);
  *  - active (a relay streams from it) → refused (exit 69): stop the relay first;
  *  - inactive → dropped after --yes or an interactive "y" (else exit 64, nothing changes).
  * A dropped slot loses its position: the next `run` creates a new one that sees only later
@@ -21,6 +26,7 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   if (rest.length)
     throw new OpsInputError(`slot drop takes no arguments (the slot is --slot), got ${rest.join(' ')}`);
   const slot = ctx.config.slot;
+  await requireReplication(ctx);
   const row = await readSlot(ctx.db, slot);
   if (!row) throw new OpsInputError(`slot ${slot} does not exist (nothing changed)`);
   if (row.active) {
@@ -40,7 +46,18 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
     return EXIT.USAGE;
   }
   try {
-    await ctx.db.query('SELECT pg_drop_replication_slot($1)', [slot]);
+    // The database is checked again in the statement itself: the name could have been dropped
+    // and taken by another database since readSlot.
+    const dropped = await ctx.db.query(
+      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
+      [slot],
+    );
+    if (dropped.rowCount !== 1) {
+      process.stderr.write(
+        `outbox-relay: slot ${slot} is no longer a slot of this database; nothing changed\n`,
+      );
+      return EXIT.UNAVAILABLE;
+    }
   } catch (e) {
     // 55006: a relay took the slot between the check and the drop.
     if ((e as { code?: string }).code === '55006') {
@@ -56,4 +73,18 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
       : `slot ${slot} dropped (was at ${row.confirmedFlushLsn})`,
   );
   return EXIT.OK;
+}
+
+async function requireReplication(ctx: OpsContext): Promise<void> {
+  const r = await ctx.db.query<{ rolname: string; ok: boolean }>(
+    'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
+  );
+  const role = r.rows[0]?.rolname ?? '<role>';
+  if (!r.rows[0]?.ok) {
+    throw new RelayError(
+      ErrorCode.INSUFFICIENT_PRIVILEGE,
+      `role ${role} cannot drop replication slots (pg_drop_replication_slot needs REPLICATION or superuser); nothing changed`,
+      { fix: `ALTER ROLE ${sqlName(role)} WITH REPLICATION; -- or run \`slot drop\` as a superuser` },
+    );
+  }
 }

@@ -1,9 +1,10 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { checkDatabase } from '../replication/preflight.ts';
+import { readRelayState, relayStateTable } from '../store/relay-state.ts';
 import { qualified } from '../store/sql-ident.ts';
-import { readSlot } from '../sweeper/slot-watch.ts';
-import type { StatusSnapshot } from './status-report.ts';
+import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
+import { RELAY_STALE_SECONDS, type RelayStatus, type StatusSnapshot } from './status-report.ts';
 
 export interface StatusTarget {
   schema: string;
@@ -12,15 +13,30 @@ export interface StatusTarget {
   slot: string;
 }
 
-/** Reads the slot, the preflight checks and the outbox counts; read-only, safe beside a running relay. */
+/**
+ * Reads the slot, the preflight checks, the relay's recorded state and the outbox counts;
+ * read-only, safe beside a running relay. A slot of this name on another database is reported
+ * (by the preflight check, naming both databases) and never read as ours.
+ */
 export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<StatusSnapshot> {
-  const slot = await readSlot(db, t.slot);
+  let slot: SlotReading | null = null;
+  let slotError: string | null = null;
   let publicationError: string | null = null;
+  const describe = (e: unknown) => (isRelayError(e) ? `[${e.code}] ${e.message}` : errorMessage(e));
+  try {
+    slot = await readSlot(db, t.slot);
+  } catch (e) {
+    if (!isRelayError(e)) throw e;
+    slotError = describe(e);
+  }
   try {
     await checkDatabase(db, t);
   } catch (e) {
-    publicationError = isRelayError(e) ? `[${e.code}] ${e.message}` : errorMessage(e);
+    publicationError = describe(e);
   }
+  // The preflight's last check is the slot's: listed once, under the slot.
+  if (publicationError === slotError) publicationError = null;
+  const relay = await readRelay(db, t);
   const table = qualified(t.schema, t.table);
   const counts: Record<string, number> = {};
   let oldestPending: number | null = null;
@@ -53,12 +69,61 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
       retainedWalBytes: slot?.restartLsn ? slot.retainedBytes : null,
       lagBytes: slot?.confirmedFlushLsn ? slot.confirmedLagBytes : null,
       confirmedFlushLsn: slot?.confirmedFlushLsn ?? null,
+      error: slotError,
     },
     publication: { name: t.publication, ok: publicationError === null, error: publicationError },
+    relay,
     counts,
     oldestPendingAgeSeconds: oldestPending,
     oldestFailedAgeSeconds: oldestFailed,
     dead: counts.dead ?? 0,
     parkedAggregates,
+  };
+}
+
+async function readRelay(db: pg.ClientBase, t: StatusTarget): Promise<RelayStatus> {
+  const none: RelayStatus = {
+    error: null,
+    recorded: false,
+    state: null,
+    detail: null,
+    holder: null,
+    sinceSeconds: null,
+    heartbeatAgeSeconds: null,
+    stale: false,
+    lastProgressAgeSeconds: null,
+    confirmedLsn: null,
+    lastError: null,
+    lastErrorAgeSeconds: null,
+    poisonLsn: null,
+  };
+  let r: Awaited<ReturnType<typeof readRelayState>>;
+  try {
+    r = await readRelayState(db, relayStateTable(t.schema, t.table), t.slot);
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    // 42P01: not migrated yet; 42501: the role may not read it. Either way status still reports the rest.
+    if (code !== '42P01' && code !== '42501') throw e;
+    const fix =
+      code === '42P01'
+        ? ' (run `outbox-relay migrate`)'
+        : ` (GRANT SELECT ON ${t.schema}.${t.table}_relay_state)`;
+    return { ...none, error: `${errorMessage(e)}${fix}` };
+  }
+  if (!r) return none;
+  return {
+    error: null,
+    recorded: true,
+    state: r.state,
+    detail: r.detail,
+    holder: r.holder,
+    sinceSeconds: r.sinceAgeSeconds,
+    heartbeatAgeSeconds: r.heartbeatAgeSeconds,
+    stale: r.heartbeatAgeSeconds > RELAY_STALE_SECONDS,
+    lastProgressAgeSeconds: r.progressAgeSeconds,
+    confirmedLsn: r.confirmedLsn,
+    lastError: r.lastError,
+    lastErrorAgeSeconds: r.errorAgeSeconds,
+    poisonLsn: r.poisonLsn,
   };
 }

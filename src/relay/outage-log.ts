@@ -7,12 +7,14 @@ import type { Logger } from '../observability/logger.ts';
 export class OutageLog {
   readonly #log: Logger;
   readonly #since = new Map<string, { at: number; attempts: number }>();
+  #last: { dependency: string; reason: string; message: string; at: number } | null = null;
 
   constructor(log: Logger) {
     this.#log = log;
   }
 
   failed(dependency: string, reason: string, message: string, fields: Record<string, unknown> = {}): void {
+    this.#last = { dependency, reason, message, at: Date.now() };
     const o = this.#since.get(dependency);
     if (o) {
       o.attempts++;
@@ -37,6 +39,11 @@ export class OutageLog {
       { dependency, outageSeconds: Math.round((Date.now() - o.at) / 100) / 10, attempts: o.attempts },
       `${dependency} available again`,
     );
+  }
+
+  /** The most recent failure of any dependency (kept after recovery: `status` shows the last error). */
+  get lastFailure(): { dependency: string; reason: string; message: string; at: number } | null {
+    return this.#last;
   }
 
   isDown(dependency: string): boolean {

@@ -6,15 +6,19 @@ import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { checkDatabase, ensureSlot } from '../replication/preflight.ts';
+import { privilegeError } from '../replication/privileges.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { OutboxStore } from '../store/outbox-store.ts';
+import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { backoffDelay, sleep } from './backoff.ts';
 import { BlockedAggregates } from './blocked-aggregates.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { OutageLog } from './outage-log.ts';
+import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { ReplicationSession } from './session.ts';
+import { StateRecorder } from './state-recorder.ts';
 
 export interface RelayOptions {
   config: Config;
@@ -38,6 +42,9 @@ const RETRIABLE_NODE = new Set([
 /** Maps a driver error to the error model: connection trouble is retriable, the rest is not. */
 export function toRelayError(e: unknown): RelayError {
   if (e instanceof RelayError) return e;
+  // 42501 and friends: a configuration error (exit 78) whose fix line is the GRANT.
+  const denied = privilegeError(e);
+  if (denied) return denied;
   const code = (e as { code?: string }).code;
   const msg = errorMessage(e);
   if (
@@ -57,17 +64,37 @@ export function toRelayError(e: unknown): RelayError {
   return new RelayError(ErrorCode.PROTOCOL_VIOLATION, msg, { cause: e });
 }
 
+/** A session that streamed this long without failing counts as healthy for the back-off. */
+const HEALTHY_SESSION_MS = 5000;
+
 /**
- * The relay's lifecycle: preflight, leader lock, slot, sink, then replication sessions, one
- * after another, until stopped. Transient failures (database or broker down) are retried
- * forever with back-off (state 'waiting'); anything else ends the relay with a RelayError that
- * names the fix.
+ * The relay's lifecycle: preflight, leader lock, sink, then the slot, then replication
+ * sessions, one after another, until stopped. Transient failures (database or broker down) are
+ * retried forever with back-off (state 'waiting'); anything else ends the relay with a RelayError
+ * that names the fix.
+ *
+ * The slot is created last, after every check passed and the sink is up: a relay that dies on
+ * privileges or bad configuration leaves no slot behind retaining WAL.
+ *
+ * Back-off grows with every failure and resets only after real progress: the session's
+ * confirmed position moved, or it streamed for HEALTHY_SESSION_MS. A stream error that merely
+ * reconnects (START_REPLICATION sent, then the same error) is not progress.
+ *
+ * Poison position: when the server fails the stream with the same error (same SQLSTATE and
+ * message, a data error rather than a connection one) at the same confirmed position
+ * POISON_REPEATS times in a row, retrying cannot help (e.g. invalid UTF-8 in a SQL_ASCII
+ * database). The relay says so once (log error, outbox_poison_position = 1, waiting reason,
+ * /readyz reason `poison-position`, the relay-state row read by `status`) and keeps retrying at
+ * the longest back-off, so it resumes by itself once an operator has moved the slot past it
+ * (docs/operations.md#poison-position).
  *
  * Hot standby: of several relays on one database and slot, only the holder of the leader lock
  * (leader-lock.ts) streams and sweeps. The others are in state 'standby' and try the lock every
  * --standby-poll-ms, so one takes over within about that long after the active relay dies.
  * A slot still active for another process (e.g. the dead relay's walsender, for a moment)
  * also means standby. Losing the lock's connection ends the session at once.
+ *
+ * The relay-state row (state-recorder.ts) is written by the lock holder only.
  */
 export class Relay {
   readonly metrics: RelayMetrics;
@@ -76,11 +103,25 @@ export class Relay {
   readonly #log: Logger;
   readonly #outages: OutageLog;
   readonly #stop = new AbortController();
+  readonly #poison = new PoisonDetector();
   #running: Promise<void> | null = null;
   #state: RelayState = 'stopped';
   #session: ReplicationSession | null = null;
+  /** The current session's start: its position and time, and whether it made progress yet. */
+  #current: {
+    startLsn: Lsn;
+    startedAt: number;
+    progressed: boolean;
+    confirmed: Lsn;
+    published: number;
+  } | null = null;
   #lastConfirmed: Lsn | null = null;
   #waitingReason: string | null = null;
+  #waitingDependency: 'broker' | 'database' | null = null;
+  /** Last real progress (a position confirmed or a batch published), for the relay-state row. */
+  #progressAt: number | null = null;
+  #attempt = 0;
+  #recorder: StateRecorder | null = null;
 
   constructor(o: RelayOptions) {
     this.#c = o.config;
@@ -108,6 +149,11 @@ export class Relay {
     return this.#session?.lastProgressAt ?? null;
   }
 
+  /** The poison position the stream is stuck at, if any. */
+  get poison(): Poison | null {
+    return this.#poison.poison;
+  }
+
   /** Starts the relay in the background; resolves at once. Idempotent. Use done() for the outcome. */
   start(): Promise<void> {
     if (!this.#running) {
@@ -128,10 +174,65 @@ export class Relay {
     await this.#running?.catch(() => {});
   }
 
-  #setState(s: RelayState, reason: string | null = null): void {
+  #setState(
+    s: RelayState,
+    reason: string | null = null,
+    dependency: 'broker' | 'database' | null = null,
+  ): void {
     this.#state = s;
     this.#waitingReason = reason;
+    this.#waitingDependency = dependency;
     this.metrics.setState(s);
+    this.#recorder?.tick();
+  }
+
+  /** The relay's state as `status` shows it. */
+  #recordedState(): RecordedState {
+    if (this.#poison.poison) return 'poison-position';
+    switch (this.#state) {
+      case 'streaming':
+        return this.#outages.isDown('broker') ? 'broker-outage' : 'active';
+      case 'waiting':
+        return this.#waitingDependency === 'broker' ? 'broker-outage' : 'database-outage';
+      default:
+        return this.#state;
+    }
+  }
+
+  /**
+   * Once a second (and on state changes): did the current session make real progress? Then the
+   * back-off and any poison position are over. Then the relay-state row (written when due).
+   */
+  #tick(): void {
+    const s = this.#session;
+    const cur = this.#current;
+    if (s && cur) {
+      const confirmed = s.confirmedLsn;
+      if (confirmed !== cur.confirmed || s.lastProgressAt !== cur.published) {
+        cur.confirmed = confirmed;
+        cur.published = s.lastProgressAt;
+        this.#progressAt = Date.now();
+      }
+      if (!cur.progressed && (confirmed > cur.startLsn || Date.now() - cur.startedAt >= HEALTHY_SESSION_MS)) {
+        cur.progressed = true;
+        this.#attempt = 0;
+        this.#outages.recovered('database');
+        if (confirmed > cur.startLsn) this.#clearPoison('the confirmed position moved past it');
+      }
+    }
+    this.#recorder?.tick();
+  }
+
+  #clearPoison(why: string): void {
+    const p = this.#poison.poison;
+    this.#poison.progressed();
+    if (!p) return;
+    this.metrics.poisonPosition.set(0);
+    this.#log.info(
+      { lsn: p.confirmedLsn, transactionLsn: p.transactionLsn },
+      `poison position passed: ${why}`,
+    );
+    if (this.#state === 'waiting' && this.#session) this.#setState('streaming');
   }
 
   async #run(): Promise<void> {
@@ -155,14 +256,35 @@ export class Relay {
       slot: c.slot,
       checkIntervalMs: c.standbyPollMs,
     });
+    this.#recorder = new StateRecorder({
+      db: pool,
+      stateTable: relayStateTable(c.schema, c.table),
+      slot: c.slot,
+      log: this.#log,
+      canWrite: () => lock.held,
+      view: () => {
+        const f = this.#outages.lastFailure;
+        const p = this.#poison.poison;
+        return {
+          state: this.#recordedState(),
+          detail: this.#waitingReason,
+          lastProgressAt: this.#progressAt === null ? null : new Date(this.#progressAt),
+          confirmedLsn: this.confirmedLsn,
+          lastError: f ? `${f.dependency}: [${f.reason}] ${f.message}` : null,
+          lastErrorAt: f ? new Date(f.at) : null,
+          poisonLsn: p ? (p.transactionLsn ?? p.confirmedLsn) : null,
+        };
+      },
+    });
+    const ticker = setInterval(() => this.#tick(), 1000);
     let sinkStarted = false;
     let sessions = 0;
-    let attempt = 0;
     this.#setState('starting');
     try {
       while (!stop.aborted) {
+        let streamed = false;
         try {
-          const slot = await this.#preflight(pool, lock);
+          await this.#preflight(pool, lock);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
               throw new RelayError(
@@ -181,27 +303,41 @@ export class Relay {
           if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
           await blocked.reload(pool, c.schema, c.table);
+          // Last: everything else passed, so a slot created now is streamed from at once.
+          const slot = await this.#openSlot(pool);
+          if (stop.aborted) break;
           const session = new ReplicationSession(
             { ...shared, outages: this.#outages, tracer },
             slot.confirmedFlushLsn,
           );
           this.#session = session;
+          this.#current = {
+            startLsn: slot.confirmedFlushLsn,
+            startedAt: Date.now(),
+            progressed: false,
+            confirmed: slot.confirmedFlushLsn,
+            published: session.lastProgressAt,
+          };
+          // An operator moved the slot past the poison position: it is behind us.
+          const p = this.#poison.poison;
+          if (p && p.confirmedLsn !== formatLsn(slot.confirmedFlushLsn))
+            this.#clearPoison(`the slot now starts at ${formatLsn(slot.confirmedFlushLsn)}`);
           if (sessions++ > 0) this.metrics.replicationReconnects.inc();
           // Losing the lock ends the session (drained like a stop) and the sweeper at once: from
           // then on another relay may take the lock, and it must never find this one active.
           const lost = lock.lost;
           const onLost = () => {
             this.#log.warn({ err: errorMessage(lost.reason) }, 'leader lock lost; stopping the stream');
-            this.#setState('waiting', errorMessage(lost.reason));
+            this.#setState('waiting', errorMessage(lost.reason), 'database');
             void sweeper.stop();
           };
           lost.addEventListener('abort', onLost, { once: true });
           try {
             await session.run(AbortSignal.any([stop, lost]), () => {
               if (lost.aborted) return;
-              attempt = 0;
-              this.#outages.recovered('database');
-              this.#setState('streaming');
+              streamed = true;
+              // While poisoned the state stays 'waiting' until the position is passed (#tick).
+              if (!this.#poison.poison) this.#setState('streaming');
               // Only the leader sweeps: a standby never retries, prunes or releases.
               sweeper.start();
             });
@@ -211,13 +347,20 @@ export class Relay {
           }
           this.#lastConfirmed = session.confirmedLsn;
           this.#session = null;
+          this.#current = null;
         } catch (err) {
-          if (this.#session) this.#lastConfirmed = this.#session.confirmedLsn;
+          const session = this.#session;
+          if (session) this.#lastConfirmed = session.confirmedLsn;
+          this.#tick(); // the session's last progress counts before it is judged
+          // Poison is judged by the position alone (a long catch-up before the error is no progress).
+          const moved =
+            session !== null && this.#current !== null && session.confirmedLsn > this.#current.startLsn;
           this.#session = null;
+          this.#current = null;
           const e = toRelayError(err);
           if (!e.retriable) throw e;
           if (stop.aborted) break;
-          attempt++;
+          this.#attempt++;
           if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
             if (this.#state !== 'standby')
               this.#log.info(
@@ -228,32 +371,79 @@ export class Relay {
             await sleep(c.standbyPollMs, stop);
             continue;
           }
+          const poison = session && streamed && !moved ? this.#countPoison(e, session) : null;
           const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
           this.#outages.failed(dependency, e.code, e.message);
           this.metrics.transientErrors.inc({ dependency, reason: e.code });
-          this.#setState('waiting', e.message);
+          if (poison) {
+            this.#setState('waiting', describePoison(poison), dependency);
+            // Retrying cannot help until an operator acts: the longest back-off, no jitter needed.
+            await sleep(c.retryMaxMs, stop);
+            continue;
+          }
+          this.#setState('waiting', e.message, dependency);
           await sleep(
-            backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt),
+            backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, this.#attempt),
             stop,
           );
         }
       }
     } finally {
+      clearInterval(ticker);
       this.#setState('stopping');
+      await this.#recorder.flush();
       if (sinkStarted)
         await this.#sink.stop().catch((e) => this.#log.warn({ err: errorMessage(e) }, 'sink stop failed'));
+      this.#setState('stopped');
+      await this.#recorder.flush();
+      this.#recorder = null;
       await lock.release();
       await pool.end().catch(() => {});
-      this.#setState('stopped');
     }
   }
 
-  /** Database checks (a standby fails fast on bad config too), then the leader lock, then the slot. */
-  async #preflight(pool: pg.Pool, lock: LeaderLock) {
+  /** A stream failure with no progress: counts it towards a poison position; the poison once recognised. */
+  #countPoison(e: RelayError, session: ReplicationSession): Poison | null {
+    const sqlstate = (e.cause as { code?: string } | undefined)?.code;
+    if (!canBePoison(sqlstate)) return null;
+    const was = this.#poison.poison;
+    const p = this.#poison.failed({
+      confirmedLsn: session.confirmedLsn,
+      sqlstate: sqlstate!,
+      message: errorMessage(e.cause),
+      transactionLsn: session.lastBeginLsn,
+    });
+    if (p && !was) {
+      this.metrics.poisonPosition.set(1);
+      this.#log.error(
+        {
+          code: ErrorCode.POISON_POSITION,
+          lsn: p.confirmedLsn,
+          transactionLsn: p.transactionLsn,
+          sqlstate: p.sqlstate,
+          repeats: POISON_REPEATS,
+        },
+        new RelayError(ErrorCode.POISON_POSITION, describePoison(p)).explanation,
+      );
+    }
+    return p;
+  }
+
+  /** Database checks (a standby fails fast on bad config too), then the leader lock. Creates nothing. */
+  async #preflight(pool: pg.Pool, lock: LeaderLock): Promise<void> {
     const client = await pool.connect();
     try {
       await checkDatabase(client, this.#c);
       await this.#lead(lock);
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The slot, created if missing (the only thing the relay ever creates). */
+  async #openSlot(pool: pg.Pool) {
+    const client = await pool.connect();
+    try {
       const slot = await ensureSlot(client, this.#c.slot);
       if (slot.created) this.#log.info('replication slot created (pgoutput)');
       return slot;
@@ -274,5 +464,6 @@ export class Relay {
       );
     }
     this.#log.info({ lock: lockKeyText(this.#c.slot) }, 'leader lock acquired: this relay is the active one');
+    this.#recorder?.tick();
   }
 }

@@ -62,6 +62,8 @@ export class ReplicationSession {
   #paused = false;
   #warnedOtherTable = false;
   #lastProgressAt = Date.now();
+  /** Commit LSN of the last transaction whose BEGIN arrived (names a poison position's transaction). */
+  #lastBeginLsn: Lsn | null = null;
   /** Rejected by fail(): ends run() with that error (e.g. the sweeper found the slot lost). */
   #rejectFailed: (e: RelayError) => void = () => {};
   readonly #failed = new Promise<never>((_, reject) => {
@@ -82,6 +84,10 @@ export class ReplicationSession {
 
   get lastProgressAt(): number {
     return this.#lastProgressAt;
+  }
+
+  get lastBeginLsn(): Lsn | null {
+    return this.#lastBeginLsn;
   }
 
   /** Ends the session with `e` (not drained: for fatal conditions such as an invalidated slot). */
@@ -182,6 +188,7 @@ export class ReplicationSession {
     const d = this.#decoder.decode(data);
     switch (d.kind) {
       case 'begin':
+        this.#lastBeginLsn = d.commitLsn;
         this.#tracker.begin();
         return;
       case 'commit':

@@ -1,12 +1,15 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
+import { grantOn, RELAY_STATE_PRIVILEGES, relayTablePrivileges, sqlName } from './privileges.ts';
 
 export interface PreflightTarget {
   schema: string;
   table: string;
   publication: string;
   slot: string;
+  /** Retention pruning (run's --prune); false drops the DELETE requirement, undefined keeps it. */
+  prune?: boolean;
 }
 
 export interface SlotState {
@@ -17,7 +20,12 @@ export interface SlotState {
 
 /**
  * Checks a database can feed the relay, each failure naming the problem and its fix
- * (RelayError.explanation). Order matters: the cheapest, most fundamental first.
+ * (RelayError.explanation). Order matters: the cheapest, most fundamental first. Read-only:
+ * it never creates anything (the slot is created by `run` only after all of this passed).
+ *
+ * Privileges are checked for the connecting role, as the relay uses them: REPLICATION, USAGE on
+ * the schema, SELECT/UPDATE (and DELETE unless prune is false) on the outbox table, SELECT/
+ * INSERT/UPDATE on its relay-state table. All missing grants are reported at once.
  */
 export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Promise<void> {
   const wal = await db.query<{ wal_level: string }>('SHOW wal_level');
@@ -30,17 +38,65 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
   const role = await db.query<{ rolname: string; ok: boolean }>(
     'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
   );
+  const roleName = role.rows[0]?.rolname ?? '(unknown)';
   if (!role.rows[0]?.ok) {
     throw new RelayError(
       ErrorCode.ROLE_NOT_REPLICATION,
-      `role ${role.rows[0]?.rolname ?? '(unknown)'} lacks the REPLICATION attribute needed to stream from a slot`,
+      `role ${roleName} lacks the REPLICATION attribute needed to stream from a slot`,
+      {
+        fix: `ALTER ROLE ${sqlName(roleName)} WITH REPLICATION; -- (on RDS: GRANT rds_replication TO ${sqlName(roleName)})`,
+      },
     );
   }
-  const table = await db.query('SELECT to_regclass($1) AS oid', [
-    `${quoteForRegclass(t.schema)}.${quoteForRegclass(t.table)}`,
-  ]);
-  if (!table.rows[0]?.oid) {
+  const schema = await db.query<{ usage: boolean }>(
+    "SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1",
+    [t.schema],
+  );
+  if (!schema.rows[0]) {
+    throw new RelayError(
+      ErrorCode.OUTBOX_TABLE_MISSING,
+      `schema ${t.schema} does not exist (table ${t.schema}.${t.table})`,
+    );
+  }
+  if (!schema.rows[0].usage) {
+    throw new RelayError(
+      ErrorCode.INSUFFICIENT_PRIVILEGE,
+      `role ${roleName} lacks USAGE on schema ${t.schema}, so it cannot reach ${t.schema}.${t.table}`,
+      { fix: `GRANT USAGE ON SCHEMA ${sqlName(t.schema)} TO ${sqlName(roleName)};` },
+    );
+  }
+  const outbox = await tablePrivileges(db, t.schema, t.table, relayTablePrivileges(t.prune));
+  if (!outbox) {
     throw new RelayError(ErrorCode.OUTBOX_TABLE_MISSING, `table ${t.schema}.${t.table} does not exist`);
+  }
+  const stateTable = `${t.table}_relay_state`;
+  const state = await tablePrivileges(db, t.schema, stateTable, RELAY_STATE_PRIVILEGES);
+  if (!state) {
+    throw new RelayError(
+      ErrorCode.RELAY_STATE_MISSING,
+      `table ${t.schema}.${stateTable} (the relay's state, read by \`outbox-relay status\`) does not exist`,
+    );
+  }
+  const grants: string[] = [];
+  const missing: string[] = [];
+  for (const [name, lacking] of [
+    [t.table, outbox],
+    [stateTable, state],
+  ] as const) {
+    if (!lacking.length) continue;
+    missing.push(`${lacking.join(', ')} on ${t.schema}.${name}`);
+    grants.push(grantOn(lacking, sqlName(t.schema, name), roleName));
+  }
+  if (missing.length) {
+    const why =
+      outbox.includes('DELETE') && t.prune === undefined
+        ? ' (DELETE is for retention pruning: not needed with --no-prune)'
+        : '';
+    throw new RelayError(
+      ErrorCode.INSUFFICIENT_PRIVILEGE,
+      `role ${roleName} lacks ${missing.join(' and ')}${why}`,
+      { fix: grants.join(' ') },
+    );
   }
   const pub = await db.query<{
     puballtables: boolean;
@@ -84,6 +140,25 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       `publication ${t.publication} is wrong: ${problems.join('; ')}`,
     );
   }
+  await checkSlot(db, t.slot);
+}
+
+/** The privileges of `wanted` the current role lacks on schema.table; null when the table does not exist. */
+async function tablePrivileges(
+  db: pg.ClientBase,
+  schema: string,
+  table: string,
+  wanted: string[],
+): Promise<string[] | null> {
+  const r = await db.query<{ lacking: string[] | null; exists: boolean }>(
+    `SELECT c.oid IS NOT NULL AS exists,
+            (SELECT array_agg(w ORDER BY i) FROM unnest($2::text[]) WITH ORDINALITY AS u(w, i)
+              WHERE NOT has_table_privilege(c.oid, w)) AS lacking
+       FROM (SELECT to_regclass($1) AS oid) c`,
+    [`${quoteForRegclass(schema)}.${quoteForRegclass(table)}`, wanted],
+  );
+  if (!r.rows[0]?.exists) return null;
+  return r.rows[0].lacking ?? [];
 }
 
 /** to_regclass takes text that is parsed as an identifier: quote it. */
@@ -91,8 +166,70 @@ function quoteForRegclass(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
 
+interface SlotRow {
+  plugin: string | null;
+  slot_type: string;
+  database: string | null;
+  active: boolean;
+  active_pid: number | null;
+  wal_status: string | null;
+  confirmed_flush_lsn: string | null;
+  current_db: string;
+}
+
+async function slotRow(db: pg.ClientBase, slot: string): Promise<SlotRow | undefined> {
+  return (
+    await db.query<SlotRow>(
+      `SELECT plugin, slot_type, database, active, active_pid, wal_status, confirmed_flush_lsn::text,
+              current_database() AS current_db
+         FROM pg_replication_slots WHERE slot_name = $1`,
+      [slot],
+    )
+  ).rows[0];
+}
+
 /**
- * Makes sure the slot exists and can be streamed from by this process.
+ * Slot names are global to a PostgreSQL cluster, a logical slot belongs to one database: a slot
+ * of this name on another database is never ours to read, stream, advance or drop.
+ */
+export function slotOwnershipError(
+  slot: string,
+  slotDatabase: string | null,
+  currentDatabase: string,
+): RelayError {
+  return new RelayError(
+    ErrorCode.SLOT_OTHER_DATABASE,
+    `slot ${slot} belongs to database ${slotDatabase ?? '(none: a physical slot)'}, not to ${currentDatabase} (the database of --database-url); slot names are global to the cluster`,
+    { details: { slot, slotDatabase, currentDatabase } },
+  );
+}
+
+/** A slot that exists but cannot be the relay's: another plugin, a physical slot, another database, lost. */
+function assertUsable(slot: string, s: SlotRow): void {
+  if (s.slot_type !== 'logical' || s.plugin !== 'pgoutput') {
+    throw new RelayError(
+      ErrorCode.SLOT_WRONG_PLUGIN,
+      `slot ${slot} exists but is a ${s.slot_type} slot${s.plugin ? ` with plugin ${s.plugin}` : ''}; the relay needs a logical slot with pgoutput`,
+    );
+  }
+  if (s.database !== s.current_db) throw slotOwnershipError(slot, s.database, s.current_db);
+  if (s.wal_status === 'lost') throw slotInvalidatedError(slot, s.confirmed_flush_lsn);
+}
+
+/**
+ * Read-only slot check (`check`, `status`): 'missing' (run will create it), 'ok', or throws
+ * SLOT_WRONG_PLUGIN / SLOT_OTHER_DATABASE / SLOT_INVALIDATED.
+ */
+export async function checkSlot(db: pg.ClientBase, slot: string): Promise<'missing' | 'ok'> {
+  const s = await slotRow(db, slot);
+  if (!s) return 'missing';
+  assertUsable(slot, s);
+  return 'ok';
+}
+
+/**
+ * Makes sure the slot exists and can be streamed from by this process. Call it last, after
+ * every other check passed: a created slot retains WAL until a relay streams from it.
  * Cases:
  *  - missing → created (pgoutput); if max_replication_slots is exhausted → SLOT_LIMIT_REACHED
  *  - exists with another plugin / in another database / physical → fatal, with the fix
@@ -101,24 +238,7 @@ function quoteForRegclass(name: string): string {
  *  - exists, inactive → its confirmed_flush_lsn is where streaming resumes
  */
 export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotState> {
-  const q = async () =>
-    (
-      await db.query<{
-        plugin: string | null;
-        slot_type: string;
-        database: string | null;
-        active: boolean;
-        active_pid: number | null;
-        wal_status: string | null;
-        confirmed_flush_lsn: string | null;
-        current_db: string;
-      }>(
-        `SELECT plugin, slot_type, database, active, active_pid, wal_status, confirmed_flush_lsn::text, current_database() AS current_db
-           FROM pg_replication_slots WHERE slot_name = $1`,
-        [slot],
-      )
-    ).rows[0];
-  let s = await q();
+  let s = await slotRow(db, slot);
   let created = false;
   if (!s) {
     const limit = await db.query<{ used: string; max: string }>(
@@ -135,7 +255,7 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
       await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
       created = true;
     } catch (e) {
-      // 42710: created concurrently by another relay; read it like an existing one.
+      // 42710: created concurrently (by another relay, or on another database); read it like an existing one.
       if ((e as { code?: string }).code !== '42710') {
         if ((e as { code?: string }).code === '53400') {
           throw new RelayError(
@@ -147,27 +267,13 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
         throw e;
       }
     }
-    s = await q();
+    s = await slotRow(db, slot);
     if (!s)
       throw new RelayError(ErrorCode.SLOT_INVALIDATED, `slot ${slot} vanished right after it was created`, {
         retriable: true,
       });
   }
-  if (s.slot_type !== 'logical' || s.plugin !== 'pgoutput') {
-    throw new RelayError(
-      ErrorCode.SLOT_WRONG_PLUGIN,
-      `slot ${slot} exists but is a ${s.slot_type} slot${s.plugin ? ` with plugin ${s.plugin}` : ''}; the relay needs a logical slot with pgoutput`,
-    );
-  }
-  if (s.database !== s.current_db) {
-    throw new RelayError(
-      ErrorCode.SLOT_OTHER_DATABASE,
-      `slot ${slot} belongs to database ${s.database}, not ${s.current_db}`,
-    );
-  }
-  if (s.wal_status === 'lost') {
-    throw slotInvalidatedError(slot, s.confirmed_flush_lsn);
-  }
+  assertUsable(slot, s);
   if (s.active) {
     throw new RelayError(
       ErrorCode.SLOT_ACTIVE_ELSEWHERE,

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
+import { slotOwnershipError } from '../replication/preflight.ts';
 import { ident, qualified } from './sql-ident.ts';
 
 export const SQL_DIR = fileURLToPath(new URL('../../sql/', import.meta.url));
@@ -11,7 +12,10 @@ export interface MigrationTarget {
   schema: string;
   table: string;
   publication: string;
-  /** Created with the publication: rows committed before the slot exists are never streamed. */
+  /**
+   * Created with the publication: rows committed before the slot exists are never streamed.
+   * From then on the slot retains WAL until a relay streams from it (warned loudly).
+   */
   slot?: string;
 }
 
@@ -42,12 +46,26 @@ export function renderMigration(sql: string, t: MigrationTarget): string {
 }
 
 /**
- * Applies pending migrations and makes sure the publication exists. Idempotent.
+ * Applies pending migrations and makes sure the publication and the slot exist. Idempotent.
  * A session advisory lock serialises concurrent migrators (two deploys starting at once).
+ *
+ * The slot: created here (when the role may) so that no event committed before the relay's
+ * first start is missed — the choice that loses nothing. The price is that an unused slot
+ * retains WAL from this moment until a relay streams from it, so migrate says so loudly every
+ * time it finds the slot unused. A slot of that name on another database (names are global to
+ * the cluster) is refused before anything is changed.
  */
 export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: Logger): Promise<string[]> {
   const lockKey = `pg-outbox-relay/migrate/${t.schema}.${t.table}`;
   const applied: string[] = [];
+  if (t.slot) {
+    const other = await client.query<{ database: string | null; current_db: string }>(
+      'SELECT database, current_database() AS current_db FROM pg_replication_slots WHERE slot_name = $1',
+      [t.slot],
+    );
+    const o = other.rows[0];
+    if (o && o.database !== o.current_db) throw slotOwnershipError(t.slot, o.database, o.current_db);
+  }
   await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [lockKey]);
   try {
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident(t.schema)}`);
@@ -94,24 +112,46 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       applied.push(`publication ${t.publication}`);
       log?.info({ publication: t.publication }, 'publication created');
     }
-    if (t.slot) {
-      const slot = await client.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [t.slot]);
-      if (slot.rowCount === 0) {
-        try {
-          await client.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [t.slot]);
-          applied.push(`slot ${t.slot}`);
-          log?.info({ slot: t.slot }, 'replication slot created (pgoutput)');
-        } catch (e) {
-          // The migrating role may lack REPLICATION; the relay creates the slot at its first start.
-          log?.warn(
-            { slot: t.slot, err: (e as Error).message },
-            'could not create the replication slot; rows inserted before the relay first starts will not be relayed',
-          );
-        }
-      }
-    }
+    if (t.slot) applied.push(...(await ensureMigrationSlot(client, t.slot, log)));
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]).catch(() => {});
   }
   return applied;
+}
+
+const UNUSED_SLOT =
+  'it retains WAL from now on until a relay streams from it: start the relay soon (`outbox-relay run`), or drop the slot (`outbox-relay slot drop`) if no relay will run here — an unused slot can fill the disk (docs/operations.md#unused-slot)';
+
+/** Creates the slot if missing; warns loudly while no relay streams from it. */
+async function ensureMigrationSlot(client: pg.ClientBase, slot: string, log?: Logger): Promise<string[]> {
+  const r = await client.query<{ active: boolean; database: string | null; retained: string | null }>(
+    `SELECT active, database, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained
+       FROM pg_replication_slots WHERE slot_name = $1`,
+    [slot],
+  );
+  const s = r.rows[0];
+  if (s) {
+    if (!s.active)
+      log?.warn(
+        { slot, retained_bytes: Number(s.retained ?? 0) },
+        `replication slot ${slot} exists but no relay streams from it: ${UNUSED_SLOT}`,
+      );
+    return [];
+  }
+  try {
+    await client.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    // 42710: created concurrently (another migrate, a relay, or another database: the relay's
+    // own preflight then refuses it by name).
+    if (code === '42710') return [];
+    // The migrating role may lack REPLICATION; the relay creates the slot at its first start.
+    log?.warn(
+      { slot, err: (e as Error).message, code },
+      'could not create the replication slot; rows inserted before the relay first starts will not be relayed',
+    );
+    return [];
+  }
+  log?.warn({ slot }, `replication slot ${slot} created (pgoutput): ${UNUSED_SLOT}`);
+  return [`slot ${slot}`];
 }

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
 import { formatBytes } from '../ops/format.ts';
-import { slotInvalidatedError } from '../replication/preflight.ts';
+import { slotInvalidatedError, slotOwnershipError } from '../replication/preflight.ts';
 import {
   crossing,
   type Level,
@@ -135,9 +135,16 @@ export class SlotWatch {
   }
 }
 
-/** The slot's row of pg_replication_slots with the WAL distances; null when it does not exist. */
+/**
+ * The slot's row of pg_replication_slots with the WAL distances; null when it does not exist.
+ * Every slot read and write goes through here (status, slot drop, slot watch, retention). Slot
+ * names are global to the cluster: a slot of this name on another database throws
+ * SLOT_OTHER_DATABASE naming both databases — it is never read as, or acted on as, ours.
+ */
 export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promise<SlotReading | null> {
   const r = await db.query<{
+    database: string | null;
+    current_db: string;
     active: boolean;
     active_pid: number | null;
     wal_status: WalStatus | null;
@@ -147,7 +154,7 @@ export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promi
     retained: string | null;
     lag: string | null;
   }>(
-    `SELECT active, active_pid, wal_status, safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
+    `SELECT database, current_database() AS current_db, active, active_pid, wal_status, safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
             pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
             pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
        FROM pg_replication_slots WHERE slot_name = $1`,
@@ -155,6 +162,7 @@ export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promi
   );
   const s = r.rows[0];
   if (!s) return null;
+  if (s.database !== s.current_db) throw slotOwnershipError(slot, s.database, s.current_db);
   return {
     active: s.active,
     activePid: s.active_pid,

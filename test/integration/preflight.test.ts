@@ -39,7 +39,7 @@ describe('preflight errors name the problem and the fix', () => {
       const r = await cli(['check', '--database-url', withUser(db.url, role)]);
       expect(r.code).toBe(EXIT.CONFIG);
       expect(r.err).toMatch(/ROLE_NOT_REPLICATION.*lacks the REPLICATION attribute/);
-      expect(r.err).toMatch(/ALTER ROLE <role> WITH REPLICATION/);
+      expect(r.err).toMatch(/ALTER ROLE norepl_\w+ WITH REPLICATION/);
     } finally {
       await db.query(`DROP ROLE ${role}`);
     }

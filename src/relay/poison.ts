@@ -1,0 +1,98 @@
+import { formatLsn, type Lsn } from '../replication/lsn.ts';
+
+/**
+ * How many times in a row the stream must fail with the same server error at the same
+ * position, with no progress in between, before the relay calls it a poison position.
+ */
+export const POISON_REPEATS = 5;
+
+/**
+ * SQLSTATEs after which a retry can succeed on its own: connection loss, resources, operator
+ * intervention (shutdown, terminated backend), serialization, lock and I/O trouble, the slot
+ * active for another process (55006) or dropped under us (42704, preflight recreates it).
+ */
+const TRANSIENT_SQLSTATE = /^(08|53|57|40|55P03|55006|58|42704)/;
+
+/**
+ * A stream error that can be a poison position: the server itself refused (it has a SQLSTATE)
+ * for a reason that does not go away by waiting — e.g. 22021 `invalid byte sequence` when a
+ * SQL_ASCII database holds bytes the client encoding cannot take, or XX000 from the decoder.
+ * Network errors and the transient classes above never are.
+ */
+export function canBePoison(sqlstate: string | undefined): boolean {
+  return sqlstate !== undefined && /^[0-9A-Z]{5}$/.test(sqlstate) && !TRANSIENT_SQLSTATE.test(sqlstate);
+}
+
+export interface StreamFailure {
+  /** The slot position the session had confirmed when it failed (where the server resumes). */
+  confirmedLsn: Lsn;
+  sqlstate: string;
+  message: string;
+  /** Commit LSN of the last transaction the session began to receive (pgoutput BEGIN), if any. */
+  transactionLsn: Lsn | null;
+}
+
+export interface Poison {
+  /** Where the server resumes: the poisoned transaction commits after it. */
+  confirmedLsn: string;
+  /** Commit LSN of the transaction being received when the error came, when the server sent its BEGIN. */
+  transactionLsn: string | null;
+  sqlstate: string;
+  message: string;
+  repeats: number;
+  /** When the first of the repeated failures happened (ms since the epoch). */
+  sinceMs: number;
+}
+
+/**
+ * Recognises a poison position: the same server error (SQLSTATE and message) recurring at the
+ * same confirmed position POISON_REPEATS times with no progress in between. Progress (the
+ * confirmed position moved) clears it; so does a different error or position, which starts a
+ * new count. Pure: the relay feeds it failures and progress.
+ */
+export class PoisonDetector {
+  readonly #repeats: number;
+  #streak: { key: string; count: number; sinceMs: number } | null = null;
+  #poison: Poison | null = null;
+
+  constructor(repeats = POISON_REPEATS) {
+    this.#repeats = repeats;
+  }
+
+  get poison(): Poison | null {
+    return this.#poison;
+  }
+
+  /** The confirmed position moved: whatever failed before was not a poison position. */
+  progressed(): void {
+    this.#streak = null;
+    this.#poison = null;
+  }
+
+  /** Counts one failure; returns the poison once the streak is long enough (and while it lasts). */
+  failed(f: StreamFailure, nowMs = Date.now()): Poison | null {
+    const key = `${f.confirmedLsn}|${f.sqlstate}|${f.message}`;
+    if (this.#streak?.key === key) this.#streak.count++;
+    else {
+      this.#streak = { key, count: 1, sinceMs: nowMs };
+      this.#poison = null;
+    }
+    if (this.#streak.count >= this.#repeats) {
+      this.#poison = {
+        confirmedLsn: formatLsn(f.confirmedLsn),
+        transactionLsn: f.transactionLsn == null ? null : formatLsn(f.transactionLsn),
+        sqlstate: f.sqlstate,
+        message: f.message,
+        repeats: this.#streak.count,
+        sinceMs: this.#streak.sinceMs,
+      };
+    }
+    return this.#poison;
+  }
+}
+
+/** The poison in one line, for logs, /readyz and status. */
+export function describePoison(p: Poison): string {
+  const txn = p.transactionLsn ? `, in the transaction committed at ${p.transactionLsn}` : '';
+  return `poison position after ${p.confirmedLsn}${txn}: the stream failed ${p.repeats} times in a row with [${p.sqlstate}] ${p.message}`;
+}
