@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Config } from '../config/load.ts';
+import { loadConfig } from '../config/load.ts';
 import { isRelayError } from '../errors.ts';
 import type { RelayView } from './health.ts';
 import { type HttpServer, startHttpServer } from './http-server.ts';
@@ -23,7 +25,10 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 
-async function serve(relay: RelayView, extra: { stuckAfterMs?: number; sampleEveryMs?: number } = {}) {
+async function serve(
+  relay: RelayView,
+  extra: { stuckAfterMs?: number; sampleEveryMs?: number; console?: { config: Config } } = {},
+) {
   const s = await startHttpServer({
     port: 0,
     host: '127.0.0.1',
@@ -140,5 +145,50 @@ describe('http server', () => {
     await server.close();
     servers.splice(servers.indexOf(server), 1);
     expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
+  it('serves the console under /console only with --console; the probes and /metrics stay as they are', async () => {
+    const off = await serve(fakeRelay());
+    expect((await off.get('/console/')).status).toBe(404);
+    // A database nobody listens on: these pages and assets need none.
+    const config = loadConfig(
+      'run',
+      ['--database-url', 'postgres://nobody@127.0.0.1:1/none', '--sink', 'stdout'],
+      {
+        OUTBOX_CONSOLE_TOKEN: 'a-token-of-enough-length',
+      },
+    ).config;
+    const { get, server } = await serve(fakeRelay(), { console: { config } });
+    const root = await get('/', { redirect: 'manual' });
+    expect(root.status).toBe(303);
+    const login = await fetch(`http://127.0.0.1:${server.port}/console/login`);
+    expect(login.status).toBe(200);
+    expect(login.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(login.headers.get('set-cookie')).toMatch(/HttpOnly; SameSite=Strict/);
+    const html = await login.text();
+    expect(html).toContain('name="csrf"');
+    expect(html).not.toContain('a-token-of-enough-length');
+    expect((await get('/console/assets/console.js')).type).toBe('text/javascript; charset=utf-8');
+    expect((await get('/console/assets/console.css')).status).toBe(200);
+    expect((await get('/console/assets/../../etc/passwd')).status).toBe(404);
+    expect((await get('/metrics')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(200);
+    expect((await get('/metrics', { method: 'POST' })).status).toBe(405);
+    // An action without a session or CSRF token is refused.
+    const forged = await get('/console/actions/apply', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'action=discard&scope=id&id=1',
+    });
+    expect(forged.status).toBe(403);
+  });
+
+  it('refuses an operator token shorter than 16 characters', async () => {
+    const config = loadConfig('run', ['--database-url', 'postgres://n@127.0.0.1:1/n', '--sink', 'stdout'], {
+      OUTBOX_CONSOLE_TOKEN: 'short',
+    }).config;
+    const err = await serve(fakeRelay(), { console: { config } }).catch((e: unknown) => e);
+    expect(isRelayError(err, 'CONFIG_INVALID')).toBe(true);
+    expect((err as Error).message).toMatch(/at least 16 characters/);
   });
 });

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, type Registry } from 'prom-client';
+import type { Config } from '../config/load.ts';
+import { type ConsoleHandler, startConsole } from '../console/console.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import {
   liveness,
@@ -24,6 +26,8 @@ export interface HttpServerOptions {
   stuckAfterMs?: number;
   /** How often the relay is sampled for movement (liveness). */
   sampleEveryMs?: number;
+  /** Serve the operator console under /console (src/console/), with this config. */
+  console?: { config: Config; sampleEveryMs?: number };
 }
 
 export interface HttpServer {
@@ -47,6 +51,7 @@ export function collectProcessMetrics(register: Registry): void {
  *   GET /metrics  Prometheus text format of the relay's registry (+ process metrics)
  *   GET /healthz  liveness  — 200 or 503, JSON (semantics in health.ts)
  *   GET /readyz   readiness — 200 while streaming, else 503 with the reason, JSON
+ *   /console/…    the operator console, when enabled (--console; docs/console.md); / redirects to it
  */
 export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer> {
   const registry = o.relay.metrics.registry;
@@ -72,8 +77,22 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     ...(v.detail ? { detail: v.detail } : {}),
   });
 
+  const operatorConsole: ConsoleHandler | null = o.console
+    ? startConsole({
+        config: o.console.config,
+        relay: o.relay,
+        log: o.log,
+        sampleEveryMs: o.console.sampleEveryMs,
+      })
+    : null;
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (operatorConsole && (path === '/console' || path?.startsWith('/console/')))
+      return operatorConsole.handle(req, res);
+    if (operatorConsole && path === '/' && req.method === 'GET') {
+      return send(res, 303, 'text/plain', 'see /console/\n', { location: '/console/' });
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       return send(res, 405, 'text/plain', 'method not allowed\n', { allow: 'GET, HEAD' });
     }
@@ -101,8 +120,9 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
-  }).catch((e) => {
+  }).catch(async (e) => {
     clearInterval(timer);
+    await operatorConsole?.close();
     throw new RelayError(
       ErrorCode.CONFIG_INVALID,
       `--http-host ${o.host} --http-port ${o.port}: cannot listen: ${errorMessage(e)} (choose another port, or --no-http)`,
@@ -110,16 +130,19 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     );
   });
   const port = (server.address() as AddressInfo).port;
-  o.log.info({ host: o.host, port }, 'http server listening (/metrics, /healthz, /readyz)');
+  o.log.info(
+    { host: o.host, port, console: !!operatorConsole },
+    `http server listening (/metrics, /healthz, /readyz${operatorConsole ? ', /console/' : ''})`,
+  );
 
   return {
     port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        clearInterval(timer);
-        // Since Node 19 close() also ends idle kept-alive connections (scrapers keep them).
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      clearInterval(timer);
+      // Since Node 19 close() also ends idle kept-alive connections (scrapers keep them).
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await operatorConsole?.close();
+    },
   };
 }
 

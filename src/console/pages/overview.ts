@@ -1,0 +1,113 @@
+import type { EventRecord } from '../../ops/events.ts';
+import { formatAge, formatBytes } from '../../ops/format.ts';
+import type { SlotReading } from '../../sweeper/slot-watch.ts';
+import { lineChart } from '../chart.ts';
+import type { Point } from '../history.ts';
+import { html, query } from '../html.ts';
+import type { StateView } from '../relay-state.ts';
+import { BASE, eventsTable, iso, layout, type PageContext, statusBadge } from './layout.ts';
+
+export interface OverviewData {
+  now: number;
+  state: StateView;
+  confirmedLsn: string | null;
+  secondsSinceProgress: number | null;
+  slot: { reading: SlotReading | null; error: string | null };
+  secondsToExhaustion: number | null;
+  points: readonly Point[];
+  spanMs: number;
+  /** Events by status (all statuses); error when the count failed (e.g. statement timeout). */
+  counts: { byStatus: Record<string, number>; error: string | null };
+  publishRate: number | null;
+  /** The relay's last transient error seen by the console's sampler. */
+  lastRelayError: { at: number; text: string } | null;
+  /** The oldest failed and dead events (they hold their aggregates' followers). */
+  unhealthy: readonly EventRecord[];
+}
+
+const ORDER = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'];
+
+function seconds(v: number): string {
+  if (v === 0) return '0 s';
+  if (v < 1) return `${Math.round(v * 1000)} ms`;
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} s`;
+}
+
+export function overviewPage(ctx: PageContext, d: OverviewData) {
+  const s = d.slot.reading;
+  const from = d.now - d.spanMs;
+  const walChart = lineChart(
+    d.points.map((p) => ({ at: p.at, value: p.retainedBytes })),
+    { title: 'Retained WAL', from, to: d.now, format: (v) => formatBytes(Math.round(v)) },
+  );
+  const lagChart = lineChart(
+    d.points.map((p) => ({ at: p.at, value: p.lagSeconds })),
+    { title: 'End-to-end lag (commit → broker ack)', from, to: d.now, format: seconds },
+  );
+  const total = Object.values(d.counts.byStatus).reduce((a, b) => a + b, 0);
+  const body = html`<h1>Overview</h1>
+<section class="cards">
+<div class="card state state-${d.state.tone}">
+<h2>Relay</h2>
+<p class="big" data-testid="relay-state">${d.state.state}</p>
+<p>${d.state.explanation}</p>
+${d.state.detail ? html`<p class="detail">${d.state.detail}</p>` : ''}
+<dl>
+<dt>confirmed LSN</dt><dd><code>${d.confirmedLsn ?? '–'}</code></dd>
+<dt>last progress</dt><dd>${d.secondsSinceProgress === null ? '–' : `${formatAge(d.secondsSinceProgress)} ago`}</dd>
+<dt>publish rate</dt><dd data-testid="publish-rate">${d.publishRate === null ? '–' : `${d.publishRate.toFixed(1)} events/s`}</dd>
+</dl>
+</div>
+<div class="card">
+<h2>Slot <code>${ctx.slot}</code></h2>
+${
+  d.slot.error
+    ? html`<p class="bad">cannot read the slot: ${d.slot.error}</p>`
+    : !s
+      ? html`<p class="bad">The slot does not exist: events committed now are not captured.</p>`
+      : html`<dl>
+<dt>active</dt><dd>${s.active ? `yes (pid ${s.activePid})` : html`<span class="bad">no: nobody streams from it, WAL accumulates</span>`}</dd>
+<dt>retained WAL</dt><dd data-testid="retained-wal">${formatBytes(s.retainedBytes)}</dd>
+<dt>wal_status</dt><dd><span class="walstatus walstatus-${s.walStatus ?? 'none'}">${s.walStatus ?? '–'}</span></dd>
+<dt>safe WAL size</dt><dd>${s.safeWalSizeBytes === null ? 'unlimited (max_slot_wal_keep_size = -1)' : formatBytes(s.safeWalSizeBytes)}</dd>
+<dt>time to exhaustion</dt><dd>${d.secondsToExhaustion === null ? (s.safeWalSizeBytes === null ? 'no limit' : 'not growing') : formatAge(d.secondsToExhaustion)}</dd>
+<dt>lag behind current WAL</dt><dd>${formatBytes(s.confirmedLagBytes)}</dd>
+</dl>`
+}
+</div>
+<div class="card">
+<h2>Events by status</h2>
+${d.counts.error ? html`<p class="bad">${d.counts.error}</p>` : ''}
+<table class="counts" data-testid="counts">
+${ORDER.map(
+  (st) =>
+    html`<tr><td>${statusBadge(st)}</td><td class="num"><a href="${BASE}/events${query({ status: st })}">${d.counts.byStatus[st] ?? 0}</a></td></tr>`,
+)}
+<tr class="total"><td>total</td><td class="num">${total}</td></tr>
+</table>
+</div>
+</section>
+<section class="charts">
+<figure><figcaption>Retained WAL, last ${Math.round(d.spanMs / 60_000)} min</figcaption>${walChart}</figure>
+<figure><figcaption>End-to-end lag, last ${Math.round(d.spanMs / 60_000)} min</figcaption>${lagChart}</figure>
+</section>
+<section>
+<h2>Last error</h2>
+${
+  d.lastRelayError
+    ? html`<p><span class="muted">${iso(new Date(d.lastRelayError.at))} (relay)</span></p><pre class="error">${d.lastRelayError.text}</pre>`
+    : html`<p class="muted">No transient relay error since the console started.</p>`
+}
+${
+  d.unhealthy[0]?.last_error
+    ? html`<p><span class="muted">event <a href="${BASE}/events/${d.unhealthy[0].id}">${d.unhealthy[0].id}</a> (oldest failed or dead)</span></p><pre class="error">${d.unhealthy[0].last_error}</pre>`
+    : ''
+}
+</section>
+<section>
+<h2>Failed and dead events <span class="muted">(oldest first; they hold their aggregates' later events)</span></h2>
+${eventsTable(d.unhealthy, 'No failed or dead events.')}
+${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: ['failed', 'dead', 'parked'] })}">All failed, dead and parked events →</a></p>` : ''}
+</section>`;
+  return layout(ctx, 'Overview', body, { refreshSeconds: 10, nav: 'overview' });
+}
