@@ -4,6 +4,15 @@ import { qualified } from '../store/sql-ident.ts';
 const keyOf = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`;
 
 /**
+ * Whether an event belongs to an aggregate at all: a hostile row (NULL or non-text aggregate
+ * columns) has none, so it can neither block nor be parked — it fails on its own, and must not
+ * be taken for the aggregate whose id is the text "null".
+ */
+export function hasAggregate(e: { aggregateType: unknown; aggregateId: unknown }): boolean {
+  return typeof e.aggregateType === 'string' && typeof e.aggregateId === 'string';
+}
+
+/**
  * Strict ordering: aggregates whose head event failed, so later events of the same
  * aggregate must be parked behind it. Kept in memory (checked per event, no database
  * round trip) and reloaded from the table when a session starts, so a restart knows
@@ -78,7 +87,7 @@ export class BlockedAggregates {
   async reload(db: pg.Pool, schema: string, table: string): Promise<void> {
     const r = await db.query<{ aggregate_type: string; aggregate_id: string }>(
       `SELECT DISTINCT aggregate_type, aggregate_id FROM ${qualified(schema, table)}
-        WHERE status IN ('failed', 'dead', 'parked')`,
+        WHERE status IN ('failed', 'dead', 'parked') AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
     );
     this.#blocked.clear();
     for (const row of r.rows) this.#blocked.add(keyOf(row.aggregate_type, row.aggregate_id));

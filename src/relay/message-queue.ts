@@ -1,11 +1,12 @@
 import type { TxnEntry } from '../replication/ack-tracker.ts';
 import type { OutboundMessage } from '../route/event.ts';
+import type { Classified } from '../sinks/kafka-errors.ts';
 
 export interface Pending {
   message: OutboundMessage;
   txn: TxnEntry;
-  /** Set when the row could not be routed (permanent for the event). */
-  routeError?: string;
+  /** Set when the row could not be routed (permanent for the event): why, naming the column and the fix. */
+  routeError?: Classified;
 }
 
 /**

@@ -11,9 +11,9 @@ import type { OutboundMessage } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
-import type { OutboxStore } from '../store/outbox-store.ts';
+import type { FailedRow, OutboxStore, StreamedRow } from '../store/outbox-store.ts';
 import { backoffDelay, sleep } from './backoff.ts';
-import type { BlockedAggregates } from './blocked-aggregates.ts';
+import { type BlockedAggregates, hasAggregate } from './blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from './failure-policy.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
@@ -64,6 +64,8 @@ export class ReplicationSession {
   #lastProgressAt = Date.now();
   /** Commit LSN of the last transaction whose BEGIN arrived (names a poison position's transaction). */
   #lastBeginLsn: Lsn | null = null;
+  /** Since when outcome statements have been waiting for rows to become visible; null = not waiting. */
+  #invisibleSince: number | null = null;
   /** Rejected by fail(): ends run() with that error (e.g. the sweeper found the slot lost). */
   #rejectFailed: (e: RelayError) => void = () => {};
   readonly #failed = new Promise<never>((_, reject) => {
@@ -183,7 +185,27 @@ export class ReplicationSession {
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
   }
 
+  /**
+   * The replication callback. Nothing may escape it: an exception here would leave the pg
+   * connection's event handler and end the process, and the slot would send the same data again
+   * after the restart (a crash loop). A row's values cannot throw (tryRoute is the per-event
+   * exception boundary); anything else ends the session with an error.
+   */
   #onData(walStart: Lsn, data: Buffer): void {
+    try {
+      this.#onMessage(walStart, data);
+    } catch (e) {
+      this.fail(
+        new RelayError(
+          ErrorCode.DATABASE_UNAVAILABLE,
+          `could not process the replication message at ${formatLsn(walStart)}: ${errorMessage(e)}`,
+          { retriable: true, cause: e },
+        ),
+      );
+    }
+  }
+
+  #onMessage(walStart: Lsn, data: Buffer): void {
     if (walStart > this.#received) this.#received = walStart;
     const d = this.#decoder.decode(data);
     switch (d.kind) {
@@ -198,20 +220,28 @@ export class ReplicationSession {
       case 'event': {
         const txn = this.#tracker.addEvent();
         const routed = tryRoute(d.event, this.#route);
-        // Unroutable: permanent for this event; recorded 'failed' like a broker refusal.
+        // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
         const message: Pending['message'] =
           'message' in routed
             ? routed.message
             : {
                 topic: '',
-                key: d.event.aggregateId,
+                key: '',
                 value: null,
                 headers: {},
                 timestamp: 0,
                 event: d.event,
                 bytes: 0,
               };
-        this.#queue.push('error' in routed ? { message, txn, routeError: routed.error } : { message, txn });
+        this.#queue.push(
+          'error' in routed
+            ? {
+                message,
+                txn,
+                routeError: { class: 'permanent', reason: routed.reason, message: routed.error },
+              }
+            : { message, txn },
+        );
         this.#inflightBytes += message.bytes;
         this.#applyBackpressure();
         return;
@@ -317,12 +347,12 @@ export class ReplicationSession {
     const toSend: number[] = [];
     batch.forEach((p, i) => {
       const e = p.message.event;
-      if (strict && blocked.has(e.aggregateType, e.aggregateId)) {
+      if (strict && hasAggregate(e) && blocked.has(e.aggregateType, e.aggregateId)) {
         outcomes[i] = PARKED;
         blocked.parkDecided(e.aggregateType, e.aggregateId);
       } else if (p.routeError !== undefined) {
-        outcomes[i] = { failed: { class: 'permanent', reason: 'ROUTE', message: p.routeError } };
-        if (strict) blocked.blockDecided(e.aggregateType, e.aggregateId);
+        outcomes[i] = { failed: p.routeError };
+        if (strict && hasAggregate(e)) blocked.blockDecided(e.aggregateType, e.aggregateId);
       } else {
         toSend.push(i);
       }
@@ -400,53 +430,54 @@ export class ReplicationSession {
     const strict = this.#d.config.ordering === 'strict';
     batch.forEach((p, i) => {
       const o = outcomes[i];
-      if (o === PARKED || (strict && o !== undefined && o !== PUBLISHED))
-        this.#d.blocked.written(p.message.event.aggregateType, p.message.event.aggregateId);
+      const e = p.message.event;
+      if (hasAggregate(e) && (o === PARKED || (strict && o !== undefined && o !== PUBLISHED)))
+        this.#d.blocked.written(e.aggregateType, e.aggregateId);
     });
   }
 
-  /** Writes the batch's outcomes (published / failed / parked), then settles it. */
+  /**
+   * Writes the batch's outcomes (published / failed / parked), then settles it. An outcome is
+   * settled only once its row shows it (design.md §3): a statement that matches fewer rows than
+   * it names is not done — the rows may not be visible yet (design.md §7) — and is repeated for
+   * the rows still 'pending' or still invisible, until each is written or has moved on.
+   */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
-    const { config: c, store, metrics, outages, log } = this.#d;
-    const published: string[] = [];
-    const parked: string[] = [];
-    const failed: { id: string; error: string; retryInMs: number }[] = [];
+    const { config: c, store, metrics, log } = this.#d;
+    const published: StreamedRow[] = [];
+    const parked: StreamedRow[] = [];
+    const failed: (FailedRow & StreamedRow)[] = [];
     batch.forEach((p, i) => {
       const o = outcomes[i]!;
+      const { id, xid } = p.message.event;
       if (o === PUBLISHED) {
-        if (c.markPublished) published.push(p.message.event.id);
-      } else if (o === PARKED) parked.push(p.message.event.id);
-      else
-        failed.push({
-          id: p.message.event.id,
-          error: formatError(o.failed),
-          retryInMs: failureBackoff(c, 1),
-        });
+        if (c.markPublished) published.push({ id, xid });
+      } else if (o === PARKED) parked.push({ id, xid });
+      else failed.push({ id, xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
     });
-    for (let attempt = 1; ; attempt++) {
-      if (signal.aborted) {
-        this.#decisionsDone(batch, outcomes);
-        return;
-      }
-      try {
-        // Failures first: the unlikely crash between statements then leaves a failed head, never parked orphans.
-        await store.recordFailed(failed);
-        await store.recordParked(parked);
-        await store.markPublished(published);
-        outages.recovered('database');
-        this.#decisionsDone(batch, outcomes);
-        break;
-      } catch (e) {
-        metrics.transientErrors.inc({
-          dependency: 'database',
-          reason: (e as { code?: string }).code ?? 'UNKNOWN',
-        });
-        outages.failed('database', 'RECORD_OUTCOMES', errorMessage(e), { events: batch.length, attempt });
-        await sleep(
-          backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt),
-          signal,
-        );
-      }
+    // Failures first: the unlikely crash between statements then leaves a failed head, never parked orphans.
+    const written =
+      (await this.#writeOutcome('failed', failed, (rows) => store.recordFailed(rows), signal)) &&
+      (await this.#writeOutcome(
+        'parked',
+        parked,
+        (rows) => store.recordParked(rows.map((r) => r.id)),
+        signal,
+      )) &&
+      (await this.#writeOutcome(
+        'published',
+        published,
+        (rows) => store.markPublished(rows.map((r) => r.id)),
+        signal,
+      ));
+    this.#decisionsDone(batch, outcomes);
+    if (!written) return; // aborted: nothing of this batch settles
+    if (this.#invisibleSince !== null) {
+      log.info(
+        { waitedMs: Date.now() - this.#invisibleSince },
+        'outbox rows are visible again; outcomes recorded',
+      );
+      this.#invisibleSince = null;
     }
     const now = Date.now();
     const perTopic = new Map<string, number>();
@@ -470,6 +501,52 @@ export class ReplicationSession {
     metrics.inflightEvents.set(this.#tracker.unsettled);
     this.#applyBackpressure();
     this.#maybeConfirm();
+  }
+
+  /**
+   * Runs one outcome statement until every row it names is written or has moved on (see
+   * OutboxStore.unwritten). Database errors and rows not visible yet are transient: back off
+   * and repeat, never settle past them. false = aborted.
+   */
+  async #writeOutcome<R extends StreamedRow>(
+    what: string,
+    rows: R[],
+    write: (rows: R[]) => Promise<number>,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const { config: c, store, metrics, outages, log } = this.#d;
+    let todo = rows;
+    for (let attempt = 1; todo.length > 0; attempt++) {
+      if (signal.aborted) return false;
+      let delay: number;
+      try {
+        const n = await write(todo);
+        outages.recovered('database');
+        if (n === todo.length) return true;
+        const still = new Set(await store.unwritten(todo));
+        todo = todo.filter((r) => still.has(r.id));
+        if (todo.length === 0) return true;
+        metrics.transientErrors.inc({ dependency: 'database', reason: 'ROWS_NOT_VISIBLE' });
+        if (this.#invisibleSince === null) {
+          this.#invisibleSince = Date.now();
+          log.warn(
+            { rows: todo.length, outcome: what, ids: todo.slice(0, 10).map((r) => r.id) },
+            `outbox rows the stream delivered are not visible yet (their commit is still in progress, e.g. waiting for a synchronous standby); their '${what}' outcome waits and the slot is not confirmed past them`,
+          );
+        }
+        // Usually a window of microseconds: retry soon, but back off for a held commit.
+        delay = backoffDelay({ initialMs: 10, maxMs: Math.min(1000, c.retryMaxMs), factor: 2 }, attempt);
+      } catch (e) {
+        metrics.transientErrors.inc({
+          dependency: 'database',
+          reason: (e as { code?: string }).code ?? 'UNKNOWN',
+        });
+        outages.failed('database', 'RECORD_OUTCOMES', errorMessage(e), { events: todo.length, attempt });
+        delay = backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt);
+      }
+      await sleep(delay, signal);
+    }
+    return true;
   }
 }
 

@@ -5,7 +5,7 @@ import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */
 export type Decoded =
-  | { kind: 'begin'; commitLsn: Lsn; commitTimeMs: number }
+  | { kind: 'begin'; commitLsn: Lsn; commitTimeMs: number; xid: number }
   | { kind: 'commit'; endLsn: Lsn }
   | { kind: 'event'; event: OutboxEvent }
   | { kind: 'message'; prefix: string; content: Buffer; transactional: boolean; lsn: Lsn }
@@ -23,6 +23,7 @@ export class OutboxDecoder {
   readonly #table: string;
   #commitLsn: Lsn = 0n;
   #commitTimeMs = 0;
+  #xid = 0;
 
   constructor(schema: string, table: string) {
     this.#schema = schema;
@@ -36,16 +37,24 @@ export class OutboxDecoder {
       case 'begin':
         this.#commitLsn = msg.commitLsn ? parseLsn(msg.commitLsn) : 0n;
         this.#commitTimeMs = Number(msg.commitTime / 1000n);
-        return { kind: 'begin', commitLsn: this.#commitLsn, commitTimeMs: this.#commitTimeMs };
+        // The parser reads it as a signed int32: xids above 2^31 would come out negative.
+        this.#xid = msg.xid >>> 0;
+        return {
+          kind: 'begin',
+          commitLsn: this.#commitLsn,
+          commitTimeMs: this.#commitTimeMs,
+          xid: this.#xid,
+        };
       case 'commit':
         return { kind: 'commit', endLsn: parseLsn(msg.commitEndLsn) };
       case 'insert': {
         if (msg.relation.schema !== this.#schema || msg.relation.name !== this.#table) {
           return { kind: 'other-table', table: `${msg.relation.schema}.${msg.relation.name}` };
         }
+        // rowToEvent never throws: a row's values are judged later, per event (route/row-check.ts).
         return {
           kind: 'event',
-          event: rowToEvent(msg.new as OutboxRow, this.#commitLsn, this.#commitTimeMs),
+          event: rowToEvent(msg.new as OutboxRow, this.#commitLsn, this.#commitTimeMs, this.#xid),
         };
       }
       case 'message':

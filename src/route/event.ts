@@ -18,6 +18,11 @@ export interface OutboxEvent {
   lsn: Lsn;
   /** Commit time of that transaction (ms since epoch), for end-to-end lag. */
   commitTimeMs: number;
+  /**
+   * The inserting transaction's id (32 bits, from pgoutput's BEGIN); 0 when unknown (a row read
+   * back from the table). Tells "not visible yet" from "gone" when an outcome matches no row.
+   */
+  xid: number;
 }
 
 /** A message ready for a sink. */

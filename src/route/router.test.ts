@@ -2,7 +2,14 @@ import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { outboxEvent } from '../../test/support/outbox-event.ts';
 import { EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
-import { checkTopicTemplate, DEFAULT_TOPIC_TEMPLATE, RouteError, route, topicFor } from './router.ts';
+import {
+  checkTopicTemplate,
+  DEFAULT_TOPIC_TEMPLATE,
+  RouteError,
+  route,
+  topicFor,
+  tryRoute,
+} from './router.ts';
 import { ENVELOPE_PROTOBUF_CONTENT_TYPE } from './value-format.ts';
 
 const cfg = { topicTemplate: DEFAULT_TOPIC_TEMPLATE, topicOverrides: {} };
@@ -18,11 +25,11 @@ describe('route', () => {
     expect(m.timestamp).toBe(Date.parse('2026-01-02T03:04:05.678Z'));
   });
 
-  it('writes the identity headers, traceparent when set, and string entries of headers', () => {
+  it('writes the identity headers, traceparent when set, and the entries of headers', () => {
     const m = route(
       event({
         traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
-        headers: { tenant: 'acme', tracestate: 'k=v', count: 3, nested: { a: 1 }, id: 'forged' },
+        headers: { tenant: 'acme', tracestate: 'k=v', id: 'forged' },
       }),
       cfg,
     );
@@ -100,5 +107,76 @@ describe('route: value format', () => {
   it('the default format applies to every aggregate type without an override', () => {
     const m = route(event({ aggregateType: 'Customer' }), { ...cfg, valueFormat: 'envelope-json' });
     expect(fromJsonString(EnvelopeSchema, m.value!.toString()).aggregateType).toBe('Customer');
+  });
+});
+
+describe('route: hostile rows', () => {
+  // Values a row of a user-owned table can hold once its constraints are gone. Each must be a
+  // RouteError (permanent for that event, recorded with the reason) naming the column — never a
+  // TypeError out of the stream, never a null handed to the Kafka client.
+  const bad: [string, Partial<Record<keyof ReturnType<typeof event>, unknown>>, RegExp][] = [
+    ['NULL aggregate_id', { aggregateId: null }, /^aggregate_id is NULL.*Fix: /],
+    ['NULL aggregate_type', { aggregateType: null }, /^aggregate_type is NULL/],
+    ['NULL event_type', { eventType: null }, /^event_type is NULL/],
+    ['NULL event_id', { eventId: null }, /^event_id is NULL/],
+    ['NULL content_type', { contentType: null }, /^content_type is NULL/],
+    ['NULL created_at', { createdAt: null }, /^created_at is NULL/],
+    ['infinite created_at', { createdAt: Number.POSITIVE_INFINITY }, /^created_at is a number/],
+    ['numeric aggregate_id', { aggregateId: 42 }, /^aggregate_id is a number \("42"\), not text/],
+    ['jsonb payload', { payload: { a: 1 } }, /^payload is an object, not bytea/],
+    ['headers an array', { headers: ['a'] }, /^headers is an array, not a JSON object/],
+    ['headers a string', { headers: 'x' }, /^headers is the string "x", not a JSON object/],
+    [
+      'a number header',
+      { headers: { n: 3 } },
+      /^headers\."n" is a number \("3"\): header values must be strings/,
+    ],
+    ['a nested header', { headers: { n: { a: 1 } } }, /^headers\."n" is an object/],
+    ['a null header', { headers: { n: null } }, /^headers\."n" is NULL/],
+    ['an invalid traceparent', { traceparent: 'nope' }, /^traceparent "nope" is not a W3C traceparent/],
+    ['a numeric traceparent', { traceparent: 7 }, /^traceparent is a number/],
+  ];
+  for (const [name, over, reason] of bad) {
+    it(`${name}: ROW_INVALID, naming the column and the fix`, () => {
+      const r = tryRoute(event(over as never), cfg);
+      expect(r).toMatchObject({ reason: 'ROW_INVALID', error: expect.stringMatching(reason) });
+      expect('error' in r && r.error).toMatch(/Fix: /);
+    });
+  }
+
+  it('topics that Kafka refuses, and aggregate types that look like placeholders or prototype keys', () => {
+    for (const aggregateType of ['order item', 'x'.repeat(300), '{event_type}', 'a/b', 'Bestellung-ü']) {
+      const r = tryRoute(event({ aggregateType }), cfg);
+      expect(r, aggregateType).toMatchObject({
+        reason: 'ROUTE',
+        error: expect.stringMatching(/not a legal Kafka topic/),
+      });
+    }
+    const overrides = { topicTemplate: DEFAULT_TOPIC_TEMPLATE, topicOverrides: { Customer: 'customers' } };
+    for (const aggregateType of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      expect(route(event({ aggregateType }), overrides).topic).toBe(`outbox.event.${aggregateType}`);
+    }
+  });
+
+  it('a giant aggregate type is quoted in part in the reason, never whole', () => {
+    const r = tryRoute(event({ aggregateType: 'y'.repeat(1_000_000) }), cfg);
+    expect('error' in r && r.error.length).toBeLessThan(1000);
+  });
+
+  it('NULL payload is a tombstone and NULL headers are none (the contract allows both)', () => {
+    expect(tryRoute(event({ payload: null, headers: {} }), cfg)).toHaveProperty('message');
+  });
+
+  it('anything else thrown on the way becomes ROW_UNEXPECTED, not an exception', () => {
+    const hostile = event();
+    Object.defineProperty(hostile, 'headers', {
+      get() {
+        throw new TypeError('boom');
+      },
+    });
+    expect(tryRoute(hostile, cfg)).toMatchObject({
+      reason: 'ROW_UNEXPECTED',
+      error: expect.stringMatching(/TypeError: boom/),
+    });
   });
 });

@@ -1,4 +1,5 @@
 import type { OutboundMessage, OutboxEvent } from './event.ts';
+import { checkEvent, quote } from './row-check.ts';
 import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
 
 export interface RouteConfig {
@@ -24,9 +25,22 @@ export function routeConfigOf(c: RouteConfig): RouteConfig {
 
 export const DEFAULT_TOPIC_TEMPLATE = 'outbox.event.{aggregate_type}';
 
+/**
+ * Why a row cannot become a message; permanent for that event (it will not route better on retry):
+ * ROUTE (no legal topic), ROW_INVALID (a column's value breaks the table's contract),
+ * ROW_UNEXPECTED (anything else thrown on the way, e.g. by an encoder).
+ */
+export type RouteReason = 'ROUTE' | 'ROW_INVALID' | 'ROW_UNEXPECTED';
+
 /** Raised when a row cannot be routed: permanent for that event (it will not route better on retry). */
 export class RouteError extends Error {
   override name = 'RouteError';
+  readonly reason: RouteReason;
+
+  constructor(message: string, reason: RouteReason = 'ROUTE') {
+    super(message);
+    this.reason = reason;
+  }
 }
 
 const PLACEHOLDER = /\{([a-z_]+)\}/g;
@@ -49,13 +63,16 @@ export function checkTopicTemplate(template: string): string | null {
 
 export function topicFor(event: Pick<OutboxEvent, 'aggregateType' | 'eventType'>, cfg: RouteConfig): string {
   if (event.aggregateType === '') throw new RouteError('aggregate_type is empty: no topic can be chosen');
-  const template = cfg.topicOverrides[event.aggregateType] ?? cfg.topicTemplate;
+  // hasOwn: an aggregate type named "constructor" or "__proto__" must not pick up Object.prototype's.
+  const template = Object.hasOwn(cfg.topicOverrides, event.aggregateType)
+    ? cfg.topicOverrides[event.aggregateType]!
+    : cfg.topicTemplate;
   const topic = template.replace(PLACEHOLDER, (_, name: string) =>
     name === 'aggregate_type' ? event.aggregateType : event.eventType,
   );
   if (!LEGAL_TOPIC.test(topic) || topic === '.' || topic === '..') {
     throw new RouteError(
-      `topic ${JSON.stringify(topic)} (from aggregate_type ${JSON.stringify(event.aggregateType)}) is not a legal Kafka topic name; add a --topic-override for this aggregate type`,
+      `topic ${quote(topic)} (from aggregate_type ${quote(event.aggregateType)}) is not a legal Kafka topic name (letters, digits, ".", "_", "-", at most 249 characters). Fix: add a --topic-override for this aggregate type, then \`outbox-relay events resend <id>\` (or discard it)`,
     );
   }
   return topic;
@@ -77,6 +94,8 @@ export const HEADER = {
 
 /** Pure: turns a decoded row into the message a sink publishes. */
 export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
+  const invalid = checkEvent(event);
+  if (invalid) throw new RouteError(invalid, 'ROW_INVALID');
   const topic = topicFor(event, cfg);
   const format = valueFormatFor(
     event.aggregateType,
@@ -89,15 +108,15 @@ export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   } catch (e) {
     throw new RouteError(
       `the ${format} value cannot be encoded: ${e instanceof Error ? e.message : String(e)}`,
+      'ROW_INVALID',
     );
   }
   const headers: Record<string, string> = {};
   let bytes = 0;
+  // checkEvent made sure every value is a string.
   for (const [k, v] of Object.entries(event.headers)) {
-    if (typeof v === 'string') {
-      headers[k] = v;
-      bytes += k.length + v.length;
-    }
+    headers[k] = v as string;
+    bytes += k.length + (v as string).length;
   }
   headers[HEADER.id] = event.eventId;
   headers[HEADER.eventType] = event.eventType;
@@ -118,15 +137,23 @@ export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   };
 }
 
-/** route(), with an unroutable row as a value: its reason, permanent for that event. */
+/**
+ * route(), with an unroutable row as a value: its reason, permanent for that event. The
+ * exception boundary of the per-event path: whatever a row holds, this never throws — a crash
+ * on a row would be a crash loop, since the slot sends the row again.
+ */
 export function tryRoute(
   event: OutboxEvent,
   cfg: RouteConfig,
-): { message: OutboundMessage } | { error: string } {
+): { message: OutboundMessage } | { error: string; reason: RouteReason } {
   try {
     return { message: route(event, cfg) };
   } catch (e) {
-    if (!(e instanceof RouteError)) throw e;
-    return { error: e.message };
+    if (e instanceof RouteError) return { error: e.message, reason: e.reason };
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    return {
+      error: `the row cannot be turned into a message (${text.slice(0, 500)}). Fix: check the row's values against docs/outbox-table.md, correct the row and \`outbox-relay events resend <id>\` (or discard it); report it if the values look valid`,
+      reason: 'ROW_UNEXPECTED',
+    };
   }
 }

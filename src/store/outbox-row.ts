@@ -25,8 +25,17 @@ export interface StoredRow extends OutboxRow {
 export const ROW_COLUMNS =
   'id::text, event_id::text, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent, created_at, status, attempts';
 
-/** The one row → event mapping; `lsn`/`commitTimeMs` come from the stream's transaction when there is one. */
-export function rowToEvent(r: OutboxRow, lsn: Lsn = 0n, commitTimeMs = r.created_at.getTime()): OutboxEvent {
+/**
+ * The one row → event mapping; `lsn`/`commitTimeMs` come from the stream's transaction when there
+ * is one. Never throws, whatever the row holds (NULLs where the table says NOT NULL, other types):
+ * route/row-check.ts judges the values.
+ */
+export function rowToEvent(
+  r: OutboxRow,
+  lsn: Lsn = 0n,
+  commitTimeMs = r.created_at instanceof Date ? r.created_at.getTime() : 0,
+  xid = 0,
+): OutboxEvent {
   return {
     id: r.id,
     eventId: r.event_id,
@@ -40,5 +49,6 @@ export function rowToEvent(r: OutboxRow, lsn: Lsn = 0n, commitTimeMs = r.created
     createdAt: r.created_at,
     lsn,
     commitTimeMs,
+    xid,
   };
 }

@@ -9,10 +9,22 @@ export interface FailedRow {
   retryInMs: number;
 }
 
+/** A row the stream decided an outcome for, and the transaction that inserted it (pgoutput BEGIN). */
+export interface StreamedRow {
+  id: string;
+  /** 32-bit xid; 0 = unknown. */
+  xid: number;
+}
+
 /**
  * The relay's runtime statements on the outbox table: parameterised, one statement per
  * batch. Every state change is guarded by the state it leaves, so a row re-streamed after
  * a crash cannot be moved twice (no second 'failed' record, no attempts counted twice).
+ *
+ * Every outcome statement returns its row count, and callers must check it (design.md §7):
+ * WAL order is not visibility order, so a row the stream just delivered may not be visible to
+ * this pool's snapshots yet (microseconds under load; the whole wait while a synchronous
+ * standby holds the commit). A short count is then not a success: see unwritten().
  */
 export class OutboxStore {
   readonly db: pg.Pool;
@@ -46,6 +58,37 @@ export class OutboxStore {
       [rows.map((r) => r.id), rows.map((r) => r.error), rows.map((r) => r.retryInMs)],
     );
     return r.rowCount ?? 0;
+  }
+
+  /**
+   * After an outcome statement matched fewer rows than it named: which of `rows` still need
+   * it, in one statement (one snapshot).
+   *   - visible, status 'pending': still to write (it became visible since the statement);
+   *   - visible, any other status: moved on (written by that statement, or by an earlier
+   *     session before a crash, or by an operator): done;
+   *   - not visible, its transaction not visible to this snapshot either: committed in the WAL
+   *     but not visible yet: still to write (retry later, never settle past it);
+   *   - not visible although its transaction is: the row was deleted: done.
+   * The 32-bit xid is widened to the xid8 nearest the snapshot's xmax (within 2^31).
+   */
+  async unwritten(rows: readonly StreamedRow[]): Promise<string[]> {
+    if (rows.length === 0) return [];
+    const r = await this.db.query<{ id: string }>(
+      `SELECT r.id::text AS id
+         FROM unnest($1::bigint[], $2::bigint[]) AS r(id, xid)
+         CROSS JOIN LATERAL (SELECT pg_current_snapshot() AS snap) s
+         CROSS JOIN LATERAL (SELECT pg_snapshot_xmax(s.snap)::text::bigint AS xmax) m
+         CROSS JOIN LATERAL (SELECT m.xmax - m.xmax % 4294967296 + r.xid AS c) c
+         CROSS JOIN LATERAL (SELECT CASE WHEN c.c > m.xmax + 2147483648 THEN c.c - 4294967296
+                                         WHEN c.c < m.xmax - 2147483648 THEN c.c + 4294967296
+                                         ELSE c.c END AS full) f
+         LEFT JOIN ${this.table} AS o ON o.id = r.id
+        WHERE CASE WHEN o.id IS NOT NULL THEN o.status = 'pending'
+                   ELSE r.xid <> 0 AND f.full >= 0
+                        AND NOT pg_visible_in_snapshot(f.full::text::xid8, s.snap) END`,
+      [rows.map((x) => x.id), rows.map((x) => x.xid)],
+    );
+    return r.rows.map((x) => x.id);
   }
 
   /** Events held behind a failed event of their aggregate (strict ordering). */

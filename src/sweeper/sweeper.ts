@@ -167,7 +167,11 @@ export class Sweeper {
     const event = rowToEvent(row);
     const routed = tryRoute(event, this.#route);
     if ('error' in routed) {
-      return { event, topic: '', error: { class: 'permanent', reason: 'ROUTE', message: routed.error } };
+      return {
+        event,
+        topic: '',
+        error: { class: 'permanent', reason: routed.reason, message: routed.error },
+      };
     }
     return { event, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }

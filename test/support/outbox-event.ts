@@ -15,6 +15,7 @@ export function outboxEvent(over: Partial<OutboxEvent> = {}): OutboxEvent {
     createdAt: new Date('2026-01-02T03:04:05.678Z'),
     lsn: 1n,
     commitTimeMs: 0,
+    xid: 0,
     ...over,
   };
 }

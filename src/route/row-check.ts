@@ -1,0 +1,78 @@
+import { TRACEPARENT } from '../sdk/trace-context.ts';
+import type { OutboxEvent } from './event.ts';
+
+/**
+ * Rows are hostile input (design.md §7): the outbox table may be user-owned or hand-made, with
+ * its NOT NULL and CHECK constraints gone or its column types changed. This is the one check of
+ * a decoded row's values before anything looks them up, calls string methods on them or hands
+ * them to an encoder. A row that fails it is a permanent failure of that event, recorded on the
+ * row with the reason returned here: it names the column and the fix.
+ *
+ * What the contract (docs/outbox-table.md) allows is published as is: a NULL payload is a
+ * tombstone, NULL headers are no headers.
+ */
+/** The way out for one bad row (docs/operator-cli.md). */
+const FIX_ROW =
+  'correct the row (UPDATE … WHERE id = <id>) and `outbox-relay events resend <id>`, or `outbox-relay events discard <id>`';
+
+export function checkEvent(e: OutboxEvent): string | null {
+  const fixNull = (column: string, why: string) =>
+    `${column} is NULL: ${why}. Fix: ${FIX_ROW}; restore the column's NOT NULL constraint (docs/outbox-table.md)`;
+  const fixType = (column: string, value: unknown, want: string) =>
+    `${column} is ${describe(value)}, not ${want}. Fix: ${FIX_ROW}; give the column the type in docs/outbox-table.md`;
+
+  if (e.eventId === null || e.eventId === undefined)
+    return fixNull('event_id', 'consumers deduplicate on the event id');
+  if (typeof e.eventId !== 'string') return fixType('event_id', e.eventId, 'a uuid');
+  if (e.aggregateType === null || e.aggregateType === undefined)
+    return fixNull('aggregate_type', 'it chooses the topic');
+  if (typeof e.aggregateType !== 'string') return fixType('aggregate_type', e.aggregateType, 'text');
+  if (e.aggregateId === null || e.aggregateId === undefined)
+    return fixNull('aggregate_id', "it is the message key that keeps an aggregate's events in order");
+  if (typeof e.aggregateId !== 'string') return fixType('aggregate_id', e.aggregateId, 'text');
+  if (e.eventType === null || e.eventType === undefined)
+    return fixNull('event_type', 'it is the event_type header consumers dispatch on');
+  if (typeof e.eventType !== 'string') return fixType('event_type', e.eventType, 'text');
+  if (e.payload !== null && !Buffer.isBuffer(e.payload)) return fixType('payload', e.payload, 'bytea');
+  if (e.contentType === null || e.contentType === undefined)
+    return fixNull('content_type', 'it is the content-type header (the migrated table defaults it)');
+  if (typeof e.contentType !== 'string') return fixType('content_type', e.contentType, 'text');
+  if (!(e.createdAt instanceof Date) || !Number.isFinite(e.createdAt.getTime()))
+    return `created_at is ${describe(e.createdAt)}, not a finite timestamp: it is the message timestamp. Fix: ${FIX_ROW} (the migrated table defaults it to clock_timestamp())`;
+  const headers = checkHeaders(e.headers);
+  if (headers) return headers;
+  if (e.traceparent !== null && e.traceparent !== undefined) {
+    if (typeof e.traceparent !== 'string') return fixType('traceparent', e.traceparent, 'text');
+    if (!TRACEPARENT.test(e.traceparent))
+      return `traceparent ${quote(e.traceparent)} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>). Fix: ${FIX_ROW} (a valid traceparent or NULL)`;
+  }
+  return null;
+}
+
+function checkHeaders(headers: unknown): string | null {
+  const fix = `Fix: ${FIX_ROW} (headers: a JSON object of string values, docs/outbox-table.md)`;
+  if (headers === null || typeof headers !== 'object' || Array.isArray(headers))
+    return `headers is ${describe(headers)}, not a JSON object. ${fix}`;
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== 'string')
+      return `headers.${quote(name)} is ${describe(value)}: header values must be strings (convert it, or move it into the payload). ${fix}`;
+  }
+  return null;
+}
+
+/** A value for a message: its JSON type and a bounded preview (rows may hold megabytes). */
+function describe(v: unknown): string {
+  if (v === null) return 'NULL';
+  if (v === undefined) return 'missing';
+  if (Array.isArray(v)) return 'an array';
+  if (v instanceof Date) return 'an invalid timestamp';
+  if (Buffer.isBuffer(v)) return 'bytes';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return `the string ${quote(v)}`;
+  return `a ${typeof v} (${quote(String(v))})`;
+}
+
+/** JSON-quoted, at most ~80 characters of the value. */
+export function quote(s: string): string {
+  return s.length > 80 ? `${JSON.stringify(s.slice(0, 80))}… (${s.length} characters)` : JSON.stringify(s);
+}
