@@ -1,5 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Config } from '../config/load.ts';
+import { OPTIONS } from '../config/options.ts';
+import { type HttpServer, startHttpServer } from '../observability/http-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import { sleep } from '../relay/backoff.ts';
 import { Relay } from '../relay/relay.ts';
@@ -60,18 +63,35 @@ async function insertEvents(db: pg.Client, table: string, from: number, count: n
  * `outbox-relay demo`: a throwaway PostgreSQL from the local binaries, the outbox migrated,
  * the relay streaming to stdout (NDJSON), and sample events inserted in a few transactions.
  * Exits once every event was relayed and confirmed (or runs on with --follow until Ctrl-C).
+ * The operator console is on (loopback only, a fresh operator token printed in the log); on a
+ * terminal the demo keeps it up after the sample events until Ctrl-C.
  */
 export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<number> {
   log.info('demo: starting a throwaway PostgreSQL (wal_level=logical) from the local binaries');
   const pgServer = await startThrowawayPostgres({ logger: (m) => log.debug(m) });
   const db = new pg.Client({ connectionString: pgServer.url });
   let relay: Relay | null = null;
+  let http: HttpServer | null = null;
   try {
     await db.connect();
     await migrate(db, c, log);
-    const config: Config = { ...c, databaseUrl: pgServer.url, sink: 'stdout', markPublished: true };
+    // A throwaway token for a throwaway database, so the console's actions can be tried.
+    const consoleToken = randomBytes(18).toString('base64url');
+    const config: Config = {
+      ...c,
+      databaseUrl: pgServer.url,
+      sink: 'stdout',
+      markPublished: true,
+      console: true,
+      consoleToken,
+    };
     relay = new Relay({ config, sink: new StdoutSink(), log });
     await relay.start();
+    http = await startDemoHttp(relay, config, log);
+    log.info(
+      { url: `http://127.0.0.1:${http.port}/console/`, operatorToken: consoleToken },
+      `demo: operator console at http://127.0.0.1:${http.port}/console/ (log in with the operatorToken of this line)`,
+    );
     const table = qualified(c.schema, c.table);
     const total = c.demoEvents ?? 12;
     let inserted = 0;
@@ -93,12 +113,24 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     const deadline = Date.now() + 60_000;
+    let announced = false;
     for (;;) {
       const r = await db.query<{ pending: string }>(
         `SELECT count(*) FILTER (WHERE status <> 'published')::text AS pending FROM ${table}`,
       );
-      if (r.rows[0]!.pending === '0' && !c.demoFollow) break;
       if (stop) break;
+      if (r.rows[0]!.pending === '0' && !c.demoFollow) {
+        // On a terminal the console stays up for a look; scripts and CI get the exit.
+        if (!process.stdout.isTTY) break;
+        if (!announced) {
+          announced = true;
+          log.info(
+            `demo: every event relayed; the console stays up at http://127.0.0.1:${http.port}/console/ until Ctrl-C`,
+          );
+        }
+        await sleep(500);
+        continue;
+      }
       if (!c.demoFollow && Date.now() > deadline)
         throw new Error('demo: events were not relayed within 60 s');
       if (c.demoFollow) {
@@ -129,8 +161,17 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     );
     return 0;
   } finally {
+    await http?.close();
     await relay?.stop();
     await db.end().catch(() => {});
     await pgServer.stop();
   }
+}
+
+/** The HTTP server with the console on loopback: the usual port, or any free one when it is taken. */
+async function startDemoHttp(relay: Relay, config: Config, log: Logger): Promise<HttpServer> {
+  const port = OPTIONS.find((o) => o.key === 'httpPort')!.default as number;
+  const start = (p: number) =>
+    startHttpServer({ port: p, host: '127.0.0.1', relay, slot: config.slot, log, console: { config } });
+  return start(port).catch(() => start(0));
 }
