@@ -1,0 +1,163 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type HttpServer, startHttpServer } from '../../src/observability/http-server.ts';
+import { silentLogger } from '../../src/observability/logger.ts';
+import { readStatus } from '../../src/ops/status.ts';
+import { evaluate } from '../../src/ops/status-report.ts';
+import type { Relay } from '../../src/relay/relay.ts';
+import type { OutboundMessage } from '../../src/route/event.ts';
+import type { Sink } from '../../src/sinks/sink.ts';
+import { adminUrl, waitFor } from '../support/postgres.ts';
+import { insertEvents, migrateDb, slotOf, startRelayInProcess, testConfig } from '../support/relay.ts';
+
+/**
+ * Issue 10 item 4: a stream error that recurs at the same position. A SQL_ASCII database
+ * accepts any bytes in a text column; the walsender converts them to the relay's client encoding
+ * (UTF8) and fails with `invalid byte sequence` (22021) every time it reaches that transaction.
+ * Before the fix the relay reset its back-off as soon as START_REPLICATION was sent and
+ * reconnected several times a second, forever, calling it "database unavailable".
+ */
+const name = `t_poison_${randomBytes(4).toString('hex')}`;
+let db: { url: string; name: string; pool: pg.Pool };
+let relay: Relay | null = null;
+let http: HttpServer | null = null;
+const published: OutboundMessage[] = [];
+
+/** An in-process sink: every message is acknowledged at once. */
+const sink: Sink = {
+  name: 'memory',
+  start: async () => {},
+  publish: async (batch) => {
+    published.push(...batch);
+  },
+  classify: (e) => ({ class: 'transient', reason: 'TEST', message: String(e) }),
+  stop: async () => {},
+};
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: adminUrl() });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+const reconnects = async () => (await relay!.metrics.replicationReconnects.get()).values[0]?.value ?? 0;
+const publishedIds = () => published.map((m) => m.event.aggregateId);
+const RETRY_MAX_MS = 1000;
+
+beforeAll(async () => {
+  await admin((c) =>
+    c.query(`CREATE DATABASE ${name} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`),
+  );
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  db = { url: url.toString(), name, pool: new pg.Pool({ connectionString: url.toString(), max: 3 }) };
+  db.pool.on('error', () => {});
+  await migrateDb(db);
+});
+
+afterAll(async () => {
+  await http?.close();
+  await relay?.stop();
+  await db?.pool.end();
+  await admin(async (c) => {
+    await c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
+    await waitFor(
+      async () =>
+        (await c.query('SELECT 1 FROM pg_replication_slots WHERE database = $1 AND active', [name]))
+          .rowCount === 0,
+    );
+    await c.query(
+      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1',
+      [name],
+    );
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  });
+});
+
+describe('poison position (invalid UTF-8 in a SQL_ASCII database)', () => {
+  it('is recognised, does not hot-loop, and shows in /readyz, the metrics and status', async () => {
+    const config = testConfig(db, ['--retry-max-ms', String(RETRY_MAX_MS)]);
+    relay = await startRelayInProcess(config, sink);
+    http = await startHttpServer({
+      port: 0,
+      host: '127.0.0.1',
+      relay,
+      slot: config.slot,
+      log: silentLogger(),
+    });
+    await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
+    await insertEvents(db.pool, [
+      { aggregateType: 'order', aggregateId: 'good-1', eventType: 'e', payload: '{}' },
+    ]);
+    await waitFor(() => publishedIds().includes('good-1'), { message: 'good-1 published' });
+
+    // 0xff is a valid SQL_ASCII byte and never valid UTF-8.
+    await db.pool.query(
+      `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', E'bad-\\xff', 'e', '{}')`,
+    );
+    await waitFor(() => relay!.poison !== null, {
+      timeoutMs: 30_000,
+      message: () => `poison recognised (state ${relay!.state}: ${relay!.waitingReason})`,
+    });
+    const poison = relay!.poison!;
+    expect(poison.sqlstate).toBe('22021');
+    expect(poison.message).toMatch(/invalid byte sequence for encoding "UTF8": 0xff/);
+    expect(poison.transactionLsn).not.toBeNull();
+    expect(relay!.state).toBe('waiting');
+
+    // No hot loop: at most one reconnect per --retry-max-ms (the old code made ~10 per second).
+    const before = await reconnects();
+    const windowMs = 5000;
+    await new Promise((r) => setTimeout(r, windowMs));
+    const during = (await reconnects()) - before;
+    expect(during).toBeLessThanOrEqual(windowMs / RETRY_MAX_MS + 1);
+    expect(during).toBeGreaterThanOrEqual(1); // still retrying: it resumes once the slot is moved
+
+    const ready = await fetch(`http://127.0.0.1:${http.port}/readyz`);
+    const body = (await ready.json()) as { reason: string; detail: string };
+    expect(ready.status).toBe(503);
+    expect(body.reason).toBe('poison-position');
+    expect(body.detail).toMatch(/poison position after .*invalid byte sequence/);
+    const healthz = await fetch(`http://127.0.0.1:${http.port}/healthz`);
+    expect(healthz.status).toBe(200); // a restart would meet the same error
+    const metrics = await (await fetch(`http://127.0.0.1:${http.port}/metrics`)).text();
+    expect(metrics).toMatch(/^outbox_poison_position 1$/m);
+
+    const client = await db.pool.connect();
+    try {
+      const report = evaluate(await readStatus(client, config));
+      expect(report.relay.state).toBe('poison-position');
+      expect(report.relay.poisonLsn).toBe(poison.transactionLsn);
+      expect(report.relay.lastError).toMatch(/invalid byte sequence/);
+      expect(report.healthy).toBe(false);
+      expect(report.problems.join('\n')).toMatch(/poison position .*docs\/operations.md#poison-position/);
+    } finally {
+      client.release();
+    }
+  }, 90_000);
+
+  it('the way out of docs/operations.md: stop, advance the slot past the transaction, restart', async () => {
+    const poisonLsn = relay!.poison!.transactionLsn!;
+    await relay!.stop();
+    // Exactly the documented statement.
+    await db.pool.query(`SELECT pg_replication_slot_advance($1, $2::pg_lsn + 1)`, [slotOf(db), poisonLsn]);
+    const config = testConfig(db, ['--retry-max-ms', String(RETRY_MAX_MS)]);
+    relay = await startRelayInProcess(config, sink);
+    await insertEvents(db.pool, [
+      { aggregateType: 'order', aggregateId: 'good-2', eventType: 'e', payload: '{}' },
+    ]);
+    await waitFor(() => publishedIds().includes('good-2'), {
+      timeoutMs: 20_000,
+      message: 'good-2 published',
+    });
+    expect(relay.poison).toBeNull();
+    expect(relay.state).toBe('streaming');
+    // What skipping costs: the poisoned transaction's rows were never published (replay them).
+    expect(publishedIds().filter((id) => id.startsWith('bad'))).toEqual([]);
+  }, 60_000);
+});
