@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
   deliveryReport,
@@ -20,11 +20,11 @@ const AGGREGATES = 120;
 const KILLS = 20;
 
 const db = useTestDatabase();
-let kafka: KafkaHarness;
+let kafka: DedicatedKafka;
 let current: RelayProcess | null = null;
 
 beforeAll(async () => {
-  kafka = await startKafka();
+  kafka = await startDedicatedKafka({ proxy: true });
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Account', 4);
 });
@@ -65,11 +65,11 @@ describe('crash safety', () => {
 
     // A slow broker keeps a backlog of received-but-unacknowledged transactions in the relay at
     // every kill: confirming any of them early would lose them (the mutation this test must catch).
-    kafka.standin?.setLatency(40);
+    kafka.proxies[0]!.setLatency(40);
     const killRnd = rng(7);
     let exits = 0;
     for (let k = 0; k < KILLS; k++) {
-      current = spawnRelay(db, kafka.brokers, ['--batch-size', String(50 + Math.floor(killRnd() * 500))]);
+      current = spawnRelay(db, kafka, ['--batch-size', String(50 + Math.floor(killRnd() * 500))]);
       await current.waitForLog(/streaming from the slot/, 30_000);
       await new Promise((r) => setTimeout(r, 150 + Math.floor(killRnd() * 900)));
       current.kill('SIGKILL');
@@ -77,8 +77,8 @@ describe('crash safety', () => {
       exits++;
     }
     await producer;
-    kafka.standin?.setLatency(0);
-    current = spawnRelay(db, kafka.brokers);
+    kafka.proxies[0]!.setLatency(0);
+    current = spawnRelay(db, kafka);
     await current.waitForLog(/streaming from the slot/, 30_000);
     await waitFor(async () => (await kafka.readAll('outbox.event.Account')).length >= EVENTS, {
       timeoutMs: 120_000,

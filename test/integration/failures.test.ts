@@ -7,14 +7,15 @@ import { KafkaSink } from '../../src/sinks/kafka.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import { OutboxStore } from '../../src/store/outbox-store.ts';
 import { Sweeper } from '../../src/sweeper/sweeper.ts';
-import { KafkaErrorCode } from '../kafka-standin/index.ts';
-import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
+import { type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotPosition, startRelayInProcess, testConfig } from '../support/relay.ts';
 
 /**
  * The failure lifecycle (permanent failures recorded, retried, dead, dead-lettered; strict
- * and relaxed ordering) against the Kafka stand-in's fault injection.
+ * and relaxed ordering) against a real broker's own refusals: a topic that does not exist
+ * (auto-creation off) and a topic whose max.message.bytes is too small. Refusals by ACL are in
+ * kafka-auth.test.ts.
  */
 const db = useTestDatabase();
 let kafka: KafkaHarness;
@@ -31,8 +32,8 @@ const FAST = [
   '300',
 ];
 
-async function startRelay(extra: string[]): Promise<Relay> {
-  const config = testConfig(db, [...FAST, ...extra], kafka.brokers);
+async function startRelay(extra: string[], target: KafkaHarness = kafka): Promise<Relay> {
+  const config = testConfig(db, [...FAST, ...extra], target);
   relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
   await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
   return relay;
@@ -55,8 +56,8 @@ async function rows(ids: string[]): Promise<Row[]> {
 async function statusOf(id: string): Promise<string> {
   return (await rows([id]))[0]!.status;
 }
-const seqs = async (topic: string, key: string) =>
-  (await kafka.readAll(topic))
+const seqs = async (topic: string, key: string, from: KafkaHarness = kafka) =>
+  (await from.readAll(topic))
     .filter((m) => m.key?.toString() === key)
     .map((m) => JSON.parse(m.value!.toString()).seq as number);
 const ev = (type: string, id: string, seq: number, size = 0) => ({
@@ -68,7 +69,6 @@ const ev = (type: string, id: string, seq: number, size = 0) => ({
 
 beforeAll(async () => {
   kafka = await startKafka();
-  requireStandIn(kafka, 'faults are injected');
   await migrateDb(db);
 });
 
@@ -82,13 +82,11 @@ afterAll(async () => {
 });
 
 describe('permanent failures', () => {
-  it('records an unauthorized topic as failed, keeps other aggregates flowing, confirms past it, and publishes once fixed', async () => {
-    const standin = kafka.standin!;
-    standin.createTopic('outbox.event.Secret', { partitions: 1 });
-    standin.createTopic('outbox.event.Open', { partitions: 1 });
-    standin.setTopicError('outbox.event.Secret', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+  it('records a refused event (topic over its max.message.bytes) as failed, keeps other aggregates flowing, confirms past it, and publishes once fixed', async () => {
+    await kafka.createTopic('outbox.event.Secret', 1, { config: { 'max.message.bytes': '1500' } });
+    await kafka.createTopic('outbox.event.Open', 1);
     await startRelay(['--max-attempts', '0']);
-    const [s1, o1] = await insertEvents(db.pool, [ev('Secret', 's', 0), ev('Open', 'o', 0)]);
+    const [s1, o1] = await insertEvents(db.pool, [ev('Secret', 's', 0, 4000), ev('Open', 'o', 0)]);
     const [o2] = await insertEvents(db.pool, [ev('Open', 'o', 1)]);
     const afterInsert = (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l'))[0]!.l;
     await waitFor(async () => (await statusOf(o2!)) === 'published', {
@@ -98,7 +96,7 @@ describe('permanent failures', () => {
     expect(await statusOf(o1!)).toBe('published');
     await waitFor(async () => (await statusOf(s1!)) === 'failed', { message: 's1 failed' });
     const [failed] = await rows([s1!]);
-    expect(failed!.last_error).toMatch(/permanent\/TOPIC_AUTHORIZATION_FAILED/);
+    expect(failed!.last_error).toMatch(/permanent\/MESSAGE_TOO_LARGE/);
     expect(failed!.next_attempt_at).not.toBeNull();
     // Recorded, so its position is confirmed: the slot does not wait for the failed event.
     await waitFor(
@@ -110,14 +108,14 @@ describe('permanent failures', () => {
       },
       { message: 'slot confirmed past the failed event' },
     );
-    // The sweeper retries with back-off: attempts grow while the topic stays refused.
+    // The sweeper retries with back-off: attempts grow while the topic keeps refusing it.
     await waitFor(async () => (await rows([s1!]))[0]!.attempts >= 3, {
       timeoutMs: 20_000,
       message: 'attempts grow',
     });
     expect(await seqs('outbox.event.Open', 'o')).toEqual([0, 1]);
     expect((await relay!.metrics.failures.retries.get()).values[0]!.value).toBeGreaterThanOrEqual(2);
-    standin.setTopicError('outbox.event.Secret', null);
+    await raiseMaxMessageBytes('outbox.event.Secret');
     await waitFor(async () => (await statusOf(s1!)) === 'published', {
       timeoutMs: 20_000,
       message: 's1 published after the fix',
@@ -126,8 +124,7 @@ describe('permanent failures', () => {
   });
 
   it('records an event for a topic that does not exist (auto-creation off) as failed, and publishes it once the topic exists', async () => {
-    const standin = kafka.standin!;
-    standin.createTopic('outbox.event.Present', { partitions: 1 });
+    await kafka.createTopic('outbox.event.Present', 1);
     await startRelay(['--max-attempts', '0']);
     const [m1, p1] = await insertEvents(db.pool, [ev('Absent', 'a', 0), ev('Present', 'p', 0)]);
     await waitFor(async () => (await statusOf(p1!)) === 'published', {
@@ -139,8 +136,8 @@ describe('permanent failures', () => {
       message: 'the event of the missing topic recorded failed',
     });
     expect((await rows([m1!]))[0]!.last_error).toMatch(/permanent\/UNKNOWN_TOPIC_OR_PARTITION/);
-    expect(standin.topics()).not.toContain('outbox.event.Absent');
-    standin.createTopic('outbox.event.Absent', { partitions: 1 });
+    expect(await kafka.listTopics()).not.toContain('outbox.event.Absent');
+    await kafka.createTopic('outbox.event.Absent', 1);
     await waitFor(async () => (await statusOf(m1!)) === 'published', {
       timeoutMs: 20_000,
       message: 'published once the topic exists',
@@ -149,11 +146,9 @@ describe('permanent failures', () => {
   });
 
   it('marks an event dead after max attempts and copies it to the dead-letter topic with x-dlq headers', async () => {
-    const standin = kafka.standin!;
-    standin.createTopic('outbox.event.Doomed', { partitions: 1 });
-    standin.createTopic('outbox.dlq', { partitions: 1 });
-    standin.setTopicError('outbox.event.Doomed', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
-    await startRelay(['--max-attempts', '3', '--dead-letter-topic', 'outbox.dlq']);
+    // outbox.event.Doomed does not exist: every attempt is refused.
+    await kafka.createTopic('outbox.dlq', 1);
+    await startRelay(['--max-attempts', '3', '--dead-letter-topic', kafka.topic('outbox.dlq')]);
     const [d1] = await insertEvents(db.pool, [ev('Doomed', 'd', 0)]);
     await waitFor(async () => (await statusOf(d1!)) === 'dead', {
       timeoutMs: 20_000,
@@ -167,62 +162,71 @@ describe('permanent failures', () => {
     const h = Object.fromEntries(Object.entries(copy!.headers).map(([k, v]) => [k, v.toString()]));
     expect(copy!.key?.toString()).toBe('d');
     expect(JSON.parse(copy!.value!.toString()).seq).toBe(0);
-    expect(h['x-dlq-reason']).toMatch(/TOPIC_AUTHORIZATION_FAILED/);
+    expect(h['x-dlq-reason']).toMatch(/UNKNOWN_TOPIC_OR_PARTITION/);
     expect(h['x-dlq-attempts']).toBe('3');
-    expect(h['x-dlq-original-topic']).toBe('outbox.event.Doomed');
+    expect(h['x-dlq-original-topic']).toBe(kafka.topic('outbox.event.Doomed'));
     expect(Date.parse(h['x-dlq-failed-at']!)).toBeGreaterThan(Date.now() - 60_000);
     expect((await relay!.metrics.failures.retryExhaustions.get()).values[0]!.value).toBe(1);
     expect((await relay!.metrics.failures.dlqPublished.get()).values[0]!.value).toBe(1);
-    standin.setTopicError('outbox.event.Doomed', null);
   });
 
-  it('does not burn attempts while the broker is down during a sweep', async () => {
-    const standin = kafka.standin!;
-    standin.createTopic('outbox.event.Flaky', { partitions: 1 });
-    standin.setTopicError('outbox.event.Flaky', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
-    await startRelay([
-      '--max-attempts',
-      '0',
-      '--failure-backoff-ms',
-      '50',
-      '--failure-backoff-max-ms',
-      '100',
-    ]);
-    const [f1] = await insertEvents(db.pool, [ev('Flaky', 'f', 0)]);
-    await waitFor(async () => (await statusOf(f1!)) === 'failed');
-    await standin.down();
+  it('does not burn attempts while the broker is unreachable during a sweep', async () => {
+    const ded = await startDedicatedKafka({ proxy: true });
     try {
-      await new Promise((r) => setTimeout(r, 300));
-      const before = (await rows([f1!]))[0]!.attempts;
-      // Many sweep rounds with the row due and the broker unreachable.
-      await new Promise((r) => setTimeout(r, 4000));
-      expect((await rows([f1!]))[0]!.attempts).toBe(before);
+      // outbox.event.Flaky does not exist yet: the event is recorded failed.
+      await startRelay(
+        ['--max-attempts', '0', '--failure-backoff-ms', '50', '--failure-backoff-max-ms', '100'],
+        ded,
+      );
+      const [f1] = await insertEvents(db.pool, [ev('Flaky', 'f', 0)]);
+      await waitFor(async () => (await statusOf(f1!)) === 'failed', { timeoutMs: 30_000 });
+      ded.proxies[0]!.cut();
+      try {
+        await new Promise((r) => setTimeout(r, 300));
+        const before = (await rows([f1!]))[0]!.attempts;
+        // Many sweep rounds with the row due and the broker unreachable.
+        await new Promise((r) => setTimeout(r, 4000));
+        expect((await rows([f1!]))[0]!.attempts).toBe(before);
+      } finally {
+        ded.proxies[0]!.restore();
+      }
+      await ded.createTopic('outbox.event.Flaky', 1);
+      await waitFor(async () => (await statusOf(f1!)) === 'published', { timeoutMs: 30_000 });
+      expect(await seqs('outbox.event.Flaky', 'f', ded)).toEqual([0]);
     } finally {
-      await standin.up();
+      await relay?.stop();
+      relay = null;
+      await ded.stop();
     }
-    standin.setTopicError('outbox.event.Flaky', null);
-    await waitFor(async () => (await statusOf(f1!)) === 'published', { timeoutMs: 30_000 });
   });
 });
 
+/** Raises a topic's max.message.bytes in place (what an operator does to fix MESSAGE_TOO_LARGE). */
+async function raiseMaxMessageBytes(name: string): Promise<void> {
+  const admin = await kafka.admin();
+  await admin.alterConfigs({
+    validateOnly: false,
+    resources: [
+      {
+        type: 2 /* TOPIC */,
+        name: kafka.topic(name),
+        configEntries: [{ name: 'max.message.bytes', value: '1048588' }],
+      },
+    ],
+  });
+}
+
 describe('ordering per aggregate', () => {
-  /** Acct topic refuses values over 400 bytes (MESSAGE_TOO_LARGE): A1 is big, A2.. small. */
-  function tooLargeTopic(name: string) {
-    const standin = kafka.standin!;
-    if (standin.topics().includes(name)) standin.deleteTopic(name);
-    standin.createTopic(name, { partitions: 1, maxMessageBytes: 400 });
-  }
-  function fixTopic(name: string) {
-    const standin = kafka.standin!;
-    standin.deleteTopic(name);
-    standin.createTopic(name, { partitions: 1 });
-  }
+  /** The topic refuses batches over 1500 bytes (MESSAGE_TOO_LARGE): A1 is big, A2.. small. */
+  const tooLargeTopic = (name: string) =>
+    kafka.createTopic(name, 1, { config: { 'max.message.bytes': '1500' } });
+  const fixTopic = raiseMaxMessageBytes;
 
   it('strict: later events of a failed aggregate are parked (also across a restart) and released in order', async () => {
-    tooLargeTopic('outbox.event.Strict');
-    kafka.standin!.createTopic('outbox.event.Other', { partitions: 1 });
+    await tooLargeTopic('outbox.event.Strict');
+    await kafka.createTopic('outbox.event.Other', 1);
     await startRelay(['--ordering', 'strict', '--max-attempts', '0']);
-    const [a1] = await insertEvents(db.pool, [ev('Strict', 'A', 1, 2000)]);
+    const [a1] = await insertEvents(db.pool, [ev('Strict', 'A', 1, 4000)]);
     const [a2, b1, a3] = await insertEvents(db.pool, [
       ev('Strict', 'A', 2),
       ev('Other', 'B', 1),
@@ -246,7 +250,7 @@ describe('ordering per aggregate', () => {
     const [a4] = await insertEvents(db.pool, [ev('Strict', 'A', 4)]);
     await waitFor(async () => (await statusOf(a4!)) === 'parked', { message: 'A4 parked after the restart' });
     expect(await seqs('outbox.event.Strict', 'A')).toEqual([]);
-    fixTopic('outbox.event.Strict');
+    await fixTopic('outbox.event.Strict');
     await waitFor(async () => (await rows([a1!, a2!, a3!, a4!])).every((r) => r.status === 'published'), {
       timeoutMs: 20_000,
       message: 'A1..A4 published after the fix',
@@ -260,9 +264,9 @@ describe('ordering per aggregate', () => {
   });
 
   it('relaxed: later events of the aggregate go first; the failed one is retried on its own', async () => {
-    tooLargeTopic('outbox.event.Relaxed');
+    await tooLargeTopic('outbox.event.Relaxed');
     await startRelay(['--ordering', 'relaxed', '--max-attempts', '0']);
-    const [r1] = await insertEvents(db.pool, [ev('Relaxed', 'R', 1, 2000)]);
+    const [r1] = await insertEvents(db.pool, [ev('Relaxed', 'R', 1, 4000)]);
     const [r2, r3] = await insertEvents(db.pool, [ev('Relaxed', 'R', 2), ev('Relaxed', 'R', 3)]);
     await waitFor(async () => (await rows([r2!, r3!])).every((r) => r.status === 'published'), {
       timeoutMs: 20_000,
@@ -273,13 +277,11 @@ describe('ordering per aggregate', () => {
     await startRelay(['--ordering', 'relaxed', '--max-attempts', '0']);
     const [r4] = await insertEvents(db.pool, [ev('Relaxed', 'R', 4)]);
     await waitFor(async () => (await statusOf(r4!)) === 'published');
-    // Grow the topic's limit without dropping what it holds: raise it by recreating with the records re-produced is not
-    // possible, so read what is there first.
-    const before = await seqs('outbox.event.Relaxed', 'R');
-    expect(before).toEqual([2, 3, 4]);
-    fixTopic('outbox.event.Relaxed');
+    expect(await seqs('outbox.event.Relaxed', 'R')).toEqual([2, 3, 4]);
+    await fixTopic('outbox.event.Relaxed');
     await waitFor(async () => (await statusOf(r1!)) === 'published', { timeoutMs: 20_000 });
-    expect(await seqs('outbox.event.Relaxed', 'R')).toEqual([1]);
+    // Relaxed: the failed event comes after the ones that overtook it.
+    expect(await seqs('outbox.event.Relaxed', 'R')).toEqual([2, 3, 4, 1]);
   });
 });
 
@@ -288,10 +290,8 @@ describe('re-streamed after a recorded failure (a crash between recording and co
   // before confirming would see it again.
   for (const ordering of ['strict', 'relaxed'] as const) {
     it(`${ordering}: no second failure record, attempts not counted twice, nothing published`, async () => {
-      const standin = kafka.standin!;
+      // The topic does not exist: the event is refused (UNKNOWN_TOPIC_OR_PARTITION).
       const topic = `outbox.event.Replayed${ordering}`;
-      standin.createTopic(topic, { partitions: 1 });
-      standin.setTopicError(topic, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
       const replaySlot = `${db.name}_${ordering[0]}`;
       await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [replaySlot]);
       const slow = [
@@ -326,11 +326,10 @@ describe('re-streamed after a recorded failure (a crash between recording and co
       expect(again.status).toBe('failed');
       expect(again.attempts).toBe(1);
       expect(again.next_attempt_at?.getTime()).toBe(first.next_attempt_at?.getTime());
-      expect(standin.count(topic)).toBe(0);
+      expect(await kafka.readAll(topic)).toEqual([]);
       await relay!.stop();
       relay = null;
       await db.query('SELECT pg_drop_replication_slot($1)', [replaySlot]);
-      standin.setTopicError(topic, null);
     });
   }
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnRelayWithHttp } from '../support/relay.ts';
 
@@ -8,12 +8,12 @@ import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnRelayWithHttp 
  * broker outage, and readiness of an active relay and its hot standby on the same slot.
  */
 const db = useTestDatabase();
-let kafka: KafkaHarness;
+let kafka: DedicatedKafka;
 const relays: RelayProcess[] = [];
 
 /** Starts `run` with an ephemeral HTTP port and returns a getter bound to that port. */
 async function startRelay() {
-  const r = await spawnRelayWithHttp(db, kafka.brokers);
+  const r = await spawnRelayWithHttp(db, kafka);
   relays.push(r.relay);
   return r;
 }
@@ -28,7 +28,7 @@ async function metricValue(get: Endpoint, series: string): Promise<number | unde
 let active: Awaited<ReturnType<typeof startRelay>>;
 
 beforeAll(async () => {
-  kafka = await startKafka();
+  kafka = await startDedicatedKafka({ proxy: true });
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Order', 2);
   active = await startRelay();
@@ -91,8 +91,8 @@ describe('HTTP endpoints of a running relay', () => {
   });
 
   it('stays live and ready through a broker outage, which /healthz names', async () => {
-    const standin = requireStandIn(kafka, 'broker outage is injected');
-    await standin.down();
+    // The broker becomes unreachable (connections refused) behind the fault proxy.
+    kafka.proxies[0]!.cut();
     try {
       await insertEvents(db.pool, [order('o-4')]);
       await waitFor(async () => (await metricValue(active.get, 'outbox_broker_outage')) === 1, {
@@ -104,7 +104,7 @@ describe('HTTP endpoints of a running relay', () => {
       expect(live.json()).toMatchObject({ state: 'streaming', reason: 'broker-outage' });
       expect((await active.get('/readyz')).status).toBe(200);
     } finally {
-      await standin.up();
+      kafka.proxies[0]!.restore();
     }
     await waitFor(async () => (await metricValue(active.get, 'outbox_broker_outage')) === 0, {
       timeoutMs: 20_000,

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.ts';
-import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, type RelayProcess, slotPosition, spawnRelay } from '../support/relay.ts';
 
 const db = useTestDatabase();
-let kafka: KafkaHarness;
+let kafka: DedicatedKafka;
 let relay: RelayProcess | null = null;
 
 /** Peak resident set size of a process, from /proc (Linux). */
@@ -17,11 +17,11 @@ function peakRssMb(pid: number): number {
 
 /** Records stored for a topic (cheap in stand-in mode). */
 async function count(topic: string): Promise<number> {
-  return kafka.standin ? kafka.standin.count(topic) : (await kafka.readAll(topic)).length;
+  return (await kafka.readAll(topic)).length;
 }
 
 beforeAll(async () => {
-  kafka = await startKafka();
+  kafka = await startDedicatedKafka({ proxy: true });
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Big', 3);
   await kafka.createTopic('outbox.event.Drain', 1);
@@ -43,7 +43,7 @@ describe('bounded memory', () => {
          FROM generate_series(1, ${ROWS}) AS g`,
     );
     const afterInsert = (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l'))[0]!.l;
-    relay = spawnRelay(db, kafka.brokers);
+    relay = spawnRelay(db, kafka);
     let peak = 0;
     await waitFor(
       async () => {
@@ -79,10 +79,9 @@ describe('bounded memory', () => {
 
 describe('shutdown', () => {
   it('SIGTERM drains in-flight events, confirms them and exits 0; a restart sends no duplicates beyond an open transaction', async () => {
-    const standin = requireStandIn(kafka, 'latency is injected');
-    standin.setLatency(150);
+    kafka.proxies[0]!.setLatency(150);
     const N = 400;
-    relay = spawnRelay(db, kafka.brokers, ['--batch-size', '20']);
+    relay = spawnRelay(db, kafka, ['--batch-size', '20']);
     await relay.waitForLog(/streaming from the slot/);
     const producer = (async () => {
       for (let i = 0; i < N; i++) {
@@ -102,9 +101,9 @@ describe('shutdown', () => {
     expect(relay.logs()).toMatch(/final position confirmed/);
     const atStop = await count('outbox.event.Drain');
     await producer;
-    standin.setLatency(0);
+    kafka.proxies[0]!.setLatency(0);
 
-    relay = spawnRelay(db, kafka.brokers);
+    relay = spawnRelay(db, kafka);
     await waitFor(
       async () =>
         (await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE status = 'pending'`))[0]!
@@ -122,10 +121,9 @@ describe('shutdown', () => {
   });
 
   it('a second signal exits at once', async () => {
-    const standin = requireStandIn(kafka, 'broker outage is injected');
-    relay = spawnRelay(db, kafka.brokers, ['--shutdown-timeout-ms', '60000']);
+    relay = spawnRelay(db, kafka, ['--shutdown-timeout-ms', '60000']);
     await relay.waitForLog(/streaming from the slot/);
-    await standin.down();
+    kafka.proxies[0]!.cut();
     try {
       await insertEvents(db.pool, [
         { aggregateType: 'Drain', aggregateId: 'stuck', eventType: 'E', payload: '{}' },
@@ -141,7 +139,7 @@ describe('shutdown', () => {
       expect(Date.now() - t0).toBeLessThan(5000);
       relay = null;
     } finally {
-      await standin.up();
+      kafka.proxies[0]!.restore();
     }
   });
 });

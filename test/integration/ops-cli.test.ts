@@ -3,8 +3,7 @@ import { EXIT } from '../../src/cli/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
-import { KafkaErrorCode } from '../kafka-standin/index.ts';
-import { type KafkaHarness, requireStandIn, startKafka } from '../support/kafka.ts';
+import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
   insertEvents,
@@ -39,7 +38,7 @@ async function startRelay(): Promise<void> {
       '--sweep-interval-ms',
       '100',
     ],
-    kafka.brokers,
+    kafka,
   );
   relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
   await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
@@ -92,11 +91,11 @@ async function dbNow(): Promise<string> {
   return t;
 }
 
-/** One event refused for good until its topic is fixed; dead after 2 attempts; followers parked. */
+/**
+ * One event refused for good until its topic is fixed (the topic does not exist, auto-creation
+ * off); dead after 2 attempts; followers parked. Then the topic is created.
+ */
 async function deadHeadWithFollowers(type: string): Promise<string[]> {
-  const standin = kafka.standin!;
-  standin.createTopic(`outbox.event.${type}`, { partitions: 1 });
-  standin.setTopicError(`outbox.event.${type}`, KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
   const [head] = await insertEvents(db.pool, [ev(type, 'a', 0)]);
   await waitFor(async () => ['failed', 'dead'].includes(await statuses([head!])), {
     message: `${type} head failed`,
@@ -107,13 +106,12 @@ async function deadHeadWithFollowers(type: string): Promise<string[]> {
     timeoutMs: 20_000,
     message: async () => `${type}: head dead, followers parked (is ${await statuses(ids)})`,
   });
-  standin.setTopicError(`outbox.event.${type}`, null);
+  await kafka.createTopic(`outbox.event.${type}`, 1);
   return ids;
 }
 
 beforeAll(async () => {
   kafka = await startKafka();
-  requireStandIn(kafka, 'faults are injected');
   await migrateDb(db);
   await startRelay();
 });
@@ -136,7 +134,7 @@ interface StatusJson {
 
 describe('status', () => {
   it('exits 0 with the slot active and nothing dead; 69 when the publication check fails', async () => {
-    kafka.standin!.createTopic('outbox.event.Fine', { partitions: 1 });
+    await kafka.createTopic('outbox.event.Fine', 1);
     const [f] = await insertEvents(db.pool, [ev('Fine', 'f', 0)]);
     await waitFor(async () => (await statuses([f!])) === 'published');
     const ok = await opsJson<StatusJson>(['status']);
@@ -278,10 +276,8 @@ describe('events list / count / show', () => {
   }
 
   beforeAll(async () => {
-    // Seven failed events of distinct aggregates (nothing parks), retried far in the future.
-    const standin = kafka.standin!;
-    standin.createTopic('outbox.event.Page', { partitions: 1 });
-    standin.setTopicError('outbox.event.Page', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
+    // Seven failed events of distinct aggregates (nothing parks), retried far in the future;
+    // outbox.event.Page does not exist, so the broker refuses them.
     failed = await insertEvents(
       db.pool,
       Array.from({ length: 7 }, (_, i) => ev('Page', `p${i}`, i)),
@@ -408,15 +404,11 @@ describe('events list / count / show', () => {
     expect(none.code).toBe(EXIT.USAGE);
     expect(none.err).toMatch(/event 424242 does not exist/);
   });
-
-  afterAll(async () => {
-    kafka.standin!.setTopicError('outbox.event.Page', null);
-  });
 });
 
 describe('replay', () => {
   it('re-publishes exactly the window, in order, with the replay headers', async () => {
-    kafka.standin!.createTopic('outbox.event.Rep', { partitions: 1 });
+    await kafka.createTopic('outbox.event.Rep', 1);
     const before = await insertEvents(db.pool, [ev('Rep', 'r1', 0)]);
     const since = await dbNow();
     const inWindow = [

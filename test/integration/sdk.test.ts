@@ -12,7 +12,7 @@ import {
   uuidV7Time,
 } from '../../src/index.ts';
 import { MAX_ROWS_PER_INSERT } from '../../src/sdk/producer.ts';
-import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { migrateDb, type RelayProcess, spawnRelay } from '../support/relay.ts';
 
@@ -23,7 +23,7 @@ import { migrateDb, type RelayProcess, spawnRelay } from '../support/relay.ts';
  */
 
 const db = useTestDatabase();
-let kafka: KafkaHarness;
+let kafka: DedicatedKafka;
 let relay: RelayProcess | null = null;
 
 /** Producer tests write to their own table, outside the relay's publication (and test the options). */
@@ -35,7 +35,7 @@ const inbox = createInbox();
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
 beforeAll(async () => {
-  kafka = await startKafka();
+  kafka = await startDedicatedKafka({ proxy: true });
   await migrateDb(db);
   await migrateDb(db, { schema: 'app', table: 'events', publication: 'app_events_pub' });
   await kafka.createTopic('outbox.event.Atomic', 1);
@@ -412,7 +412,7 @@ describe('inbox', () => {
 
 describe('through a relay', () => {
   async function startRelay(): Promise<RelayProcess> {
-    const r = spawnRelay(db, kafka.brokers);
+    const r = spawnRelay(db, kafka);
     relay = r;
     await r.waitForLog(/streaming from the slot/, 30_000);
     return r;
@@ -519,7 +519,7 @@ describe('through a relay', () => {
       })();
 
       // A slow broker keeps produced-but-unconfirmed events in flight, so kills cause redeliveries.
-      kafka.standin?.setLatency(30);
+      kafka.proxies[0]!.setLatency(30);
       const uniqueInTopic = async () =>
         new Set((await kafka.readAll(topic)).map((m) => m.headers.id?.toString())).size;
       const publishedRows = () => count(`outbox WHERE aggregate_type = 'Account' AND status = 'published'`);
@@ -536,7 +536,7 @@ describe('through a relay', () => {
         relay = null;
       }
       await producer;
-      kafka.standin?.setLatency(0);
+      kafka.proxies[0]!.setLatency(0);
       await startRelay();
 
       await waitFor(
@@ -554,14 +554,11 @@ describe('through a relay', () => {
       console.log(
         `sdk e2e: ${committedEvents} events, ${KILLS} SIGKILLs, ${records.length} records (${relayDuplicates} duplicates), ${duplicates} absorbed by the inbox`,
       );
-      // With the stand-in's latency a kill always finds events stored but not yet marked; a real broker acks
-      // too fast to promise that (the replay below still delivers duplicates there).
-      if (kafka.mode === 'standin') {
-        expect(
-          relayDuplicates,
-          'the kills must have caused redeliveries, or this test proves nothing',
-        ).toBeGreaterThan(0);
-      }
+      // With the proxy's latency a kill always finds events stored but not yet marked.
+      expect(
+        relayDuplicates,
+        'the kills must have caused redeliveries, or this test proves nothing',
+      ).toBeGreaterThan(0);
       expect(duplicates).toBeGreaterThanOrEqual(relayDuplicates);
       expect(applied).toBe(committedEvents);
       const balances = async () =>
@@ -592,7 +589,7 @@ describe('through a relay', () => {
       expect(await balances()).toEqual(want);
       expect(await count(`outbox_inbox WHERE consumer = 'billing'`)).toBe(committedEvents);
     } finally {
-      kafka.standin?.setLatency(0);
+      kafka.proxies[0]!.setLatency(0);
       await consumer.disconnect();
       await stopRelay().catch(() => {});
     }

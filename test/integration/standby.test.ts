@@ -3,8 +3,7 @@ import { silentLogger } from '../../src/observability/logger.ts';
 import { HOLDER_SQL, lockKeyText } from '../../src/relay/leader-lock.ts';
 import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
-import { KafkaErrorCode } from '../kafka-standin/index.ts';
-import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
   deliveryReport,
@@ -28,13 +27,13 @@ const AGGREGATES = 40;
 const TAKEOVER_LIMIT_MS = 5_000;
 
 const db = useTestDatabase();
-let kafka: KafkaHarness;
+let kafka: DedicatedKafka;
 const relays: RelayProcess[] = [];
 const inProcess: Relay[] = [];
 
 /** Starts `run` (default --standby-poll-ms) with an ephemeral HTTP port; returns the process and a getter. */
 async function startRelay() {
-  const { relay, get } = await spawnRelayWithHttp(db, kafka.brokers, [
+  const { relay, get } = await spawnRelayWithHttp(db, kafka, [
     // The sweeper retries the failing event every few hundred ms, forever.
     ...['--sweep-interval-ms', '100', '--failure-backoff-ms', '150', '--failure-backoff-max-ms', '300'],
     ...['--max-attempts', '0', '--status-interval-ms', '300'],
@@ -81,15 +80,10 @@ async function lockHolders() {
 }
 
 beforeAll(async () => {
-  kafka = await startKafka();
+  kafka = await startDedicatedKafka({ proxy: true });
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Account', 4);
-  // A permanently failing event for the sweeper: refused by the stand-in, or a missing topic
-  // (auto-creation is off) on a real broker.
-  if (kafka.standin) {
-    kafka.standin.createTopic('outbox.event.Poison', { partitions: 1 });
-    kafka.standin.setTopicError('outbox.event.Poison', KafkaErrorCode.TOPIC_AUTHORIZATION_FAILED);
-  }
+  // A permanently failing event for the sweeper: outbox.event.Poison does not exist (auto-creation off).
 });
 
 afterAll(async () => {
@@ -164,7 +158,7 @@ describe('hot standby (two relay processes, one slot)', () => {
     })();
     // A slow broker keeps events received but unacknowledged in the active relay when it dies:
     // the standby must resume from the confirmed position, before them.
-    kafka.standin?.setLatency(30);
+    kafka.proxies[0]!.setLatency(30);
     await new Promise((r) => setTimeout(r, 1500));
     expect(await standby.metrics()).toContain('outbox_relay_state{state="standby"} 1');
 
@@ -177,15 +171,12 @@ describe('hot standby (two relay processes, one slot)', () => {
       message: () => `standby took over; logs:\n${standby.relay.logs().slice(-2000)}`,
     });
     const takeoverMs = Date.now() - killedAt;
-    kafka.standin?.setLatency(0);
+    kafka.proxies[0]!.setLatency(0);
     await new Promise((r) => setTimeout(r, 1500));
     producing = false;
     await producer;
 
-    const topicCount = async () =>
-      kafka.standin
-        ? kafka.standin.count('outbox.event.Account')
-        : (await kafka.readAll('outbox.event.Account')).length;
+    const topicCount = async () => (await kafka.readAll('outbox.event.Account')).length;
     await waitFor(async () => (await topicCount()) >= produced, {
       timeoutMs: 60_000,
       intervalMs: 250,
@@ -244,11 +235,7 @@ describe('hot standby (two relay processes, one slot)', () => {
 
   it('the active relay stops streaming at once when its lock connection is lost, and one relay carries on', async () => {
     const start = async () => {
-      const config = testConfig(
-        db,
-        ['--status-interval-ms', '300', '--standby-poll-ms', '200'],
-        kafka.brokers,
-      );
+      const config = testConfig(db, ['--status-interval-ms', '300', '--standby-poll-ms', '200'], kafka);
       const relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
       inProcess.push(relay);
       return relay;

@@ -1,6 +1,14 @@
 /**
  * vitest globalSetup: provides ONE PostgreSQL with wal_level=logical for the whole run, as
- * `inject('pgAdminUrl')`. Test files create their own databases on it (test/support/postgres.ts).
+ * `inject('pgAdminUrl')`, and ONE real Kafka broker, as `inject('kafkaBrokers')`. Test files create
+ * their own databases on the PostgreSQL (test/support/postgres.ts) and their own topic namespace
+ * on the broker (test/support/kafka.ts).
+ *
+ * Kafka, chosen in this order:
+ *   1. KAFKA_TEST_BROKERS=host:port[,…] (an existing cluster, auto-creation of topics off);
+ *   2. a local broker from Apache Kafka's jars (Java >= 17 and Maven; src/dev/local-kafka.ts);
+ *   3. a Kafka container via testcontainers, if a container engine is reachable;
+ *   4. otherwise fail, naming all three.
  *
  * Chosen in this order:
  *   1. OUTBOX_TEST_DATABASE_URL (must already have wal_level=logical);
@@ -8,9 +16,14 @@
  *   3. a postgres:17 container via testcontainers, if a container engine is reachable;
  *   4. otherwise fail, naming all three.
  */
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { kafkaVersionFromEnv, LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+import { hideKafkajsTimeoutWarnings } from '../../src/sinks/kafkajs-warnings.ts';
+import { ROOT } from './relay.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -122,17 +135,116 @@ async function acquire(): Promise<Acquired> {
   );
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const started = Date.now();
-  const pgs = await acquire();
-  try {
-    await verifyLogicalPostgres(pgs.url);
-  } catch (err) {
-    await pgs.teardown();
-    throw err;
+type AcquiredKafka = { brokers: string[]; source: string; teardown: () => Promise<void> };
+
+async function kafkaFromContainer(): Promise<AcquiredKafka> {
+  const { getContainerRuntimeClient } = await import('testcontainers');
+  const { KafkaContainer } = await import('@testcontainers/kafka');
+  await getContainerRuntimeClient(); // throws if no container engine is reachable
+  const image = process.env.KAFKA_TEST_IMAGE ?? `apache/kafka:${kafkaVersionFromEnv()}`;
+  const container = await new KafkaContainer(image)
+    .withKraft()
+    .withEnvironment({ KAFKA_AUTO_CREATE_TOPICS_ENABLE: 'false', KAFKA_NUM_PARTITIONS: '1' })
+    .start();
+  return {
+    brokers: [`${container.getHost()}:${container.getMappedPort(9093)}`],
+    source: `testcontainers ${image}`,
+    teardown: async () => {
+      await container.stop();
+    },
+  };
+}
+
+async function acquireKafka(runDir: string): Promise<AcquiredKafka> {
+  const fromEnv = process.env.KAFKA_TEST_BROKERS?.trim();
+  if (fromEnv) {
+    return {
+      brokers: fromEnv.split(','),
+      source: `KAFKA_TEST_BROKERS (${fromEnv})`,
+      teardown: async () => {},
+    };
   }
+  const reasons: string[] = [];
+  try {
+    const dir = join(runDir, 'shared');
+    const cluster = await LocalKafkaCluster.up({
+      dir,
+      port: 0,
+      heapMb: 768,
+      log: (line) => console.log(`[test kafka] ${line}`),
+    });
+    return {
+      brokers: cluster.bootstrap,
+      source: `local Apache Kafka ${cluster.version} from Maven Central jars (${dir})`,
+      teardown: () => cluster.destroy(),
+    };
+  } catch (err) {
+    reasons.push(`local broker from the jars: ${(err as Error).message}`);
+  }
+  try {
+    return await kafkaFromContainer();
+  } catch (err) {
+    reasons.push(`testcontainers: ${(err as Error).message}`);
+  }
+  throw new Error(
+    'No Kafka broker for the tests. Provide one of:\n' +
+      '  1. KAFKA_TEST_BROKERS=host:port[,host:port] of an existing cluster (topic auto-creation off);\n' +
+      '  2. Java >= 17 and Maven (`apt-get install openjdk-17-jre-headless maven`): the tests then run ' +
+      'Apache Kafka from its jars on Maven Central (the first run downloads them);\n' +
+      '  3. a running container engine (Docker/Podman) for testcontainers.\n' +
+      `Why each automatic option failed:\n  - ${reasons.join('\n  - ')}`,
+  );
+}
+
+/** Stops any dedicated cluster a test left running (a crashed worker cannot clean up after itself). */
+async function stopLeftoverClusters(runDir: string): Promise<void> {
+  let entries: string[] = [];
+  try {
+    entries = readdirSync(runDir);
+  } catch {
+    return;
+  }
+  await Promise.all(entries.map((e) => LocalKafkaCluster.down(join(runDir, e))));
+  rmSync(runDir, { recursive: true, force: true });
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  hideKafkajsTimeoutWarnings();
+  const started = Date.now();
+  const runDir = join(ROOT, '.tmp', 'test-kafka', `run-${process.pid}`);
+  mkdirSync(runDir, { recursive: true });
+  const [pgResult, kafkaResult] = await Promise.allSettled([
+    (async () => {
+      const pgs = await acquire();
+      try {
+        await verifyLogicalPostgres(pgs.url);
+      } catch (err) {
+        await pgs.teardown();
+        throw err;
+      }
+      console.log(`[test postgres] ${pgs.source}, ready in ${Date.now() - started} ms`);
+      return pgs;
+    })(),
+    (async () => {
+      const k = await acquireKafka(runDir);
+      console.log(`[test kafka] ${k.source}: ${k.brokers.join(',')}, ready in ${Date.now() - started} ms`);
+      return k;
+    })(),
+  ]);
+  if (pgResult.status === 'rejected' || kafkaResult.status === 'rejected') {
+    if (pgResult.status === 'fulfilled') await pgResult.value.teardown();
+    if (kafkaResult.status === 'fulfilled') await kafkaResult.value.teardown();
+    await stopLeftoverClusters(runDir);
+    throw pgResult.status === 'rejected' ? pgResult.reason : (kafkaResult as PromiseRejectedResult).reason;
+  }
+  const pgs = pgResult.value;
+  const kafka = kafkaResult.value;
   project.provide('pgAdminUrl', pgs.url);
   project.provide('pgSource', pgs.source);
-  console.log(`[test postgres] ${pgs.source}, ready in ${Date.now() - started} ms`);
-  return pgs.teardown;
+  project.provide('kafkaBrokers', kafka.brokers);
+  project.provide('kafkaSource', kafka.source);
+  project.provide('kafkaRunDir', runDir);
+  return async () => {
+    await Promise.allSettled([pgs.teardown(), kafka.teardown(), stopLeftoverClusters(runDir)]);
+  };
 }

@@ -1,163 +1,296 @@
 /**
- * A Kafka for integration tests: the in-process wire-protocol stand-in (test/kafka-standin) or a real
- * single-node broker in a container.
+ * Real Apache Kafka for the tests.
  *
- *   const kafka = await startKafka();            // mode from KAFKA_TEST_MODE, default 'auto'
- *   await kafka.createTopic('orders', 3);
- *   … point the relay at kafka.brokers …
- *   const records = await kafka.readAll('orders');
- *   await kafka.stop();
+ *   const kafka = await startKafka();                 // the run's shared broker, a topic namespace of its own
+ *   await kafka.createTopic('outbox.event.Orders', 3); // really '<ns>outbox.event.Orders'
+ *   spawnRelay(db, kafka)                              // relay args carry the brokers and the namespaced template
+ *   const records = await kafka.readAll('outbox.event.Orders');
+ *   await kafka.stop();                                // deletes the namespace's topics
  *
- * KAFKA_TEST_MODE: 'standin' | 'container' | 'auto' (container when a container engine answers,
- * else stand-in). KAFKA_TEST_IMAGE overrides the container image.
+ *   const ded = await startDedicatedKafka({ brokers: 3, proxy: true });  // brokers of this test alone
+ *   await ded.cluster.kill(2); await ded.cluster.start(2); ded.proxies[0].cut(); …
+ *
+ * The shared broker is started once per run by test/support/global-setup.ts, chosen in this order:
+ * KAFKA_TEST_BROKERS (an existing cluster) → a local broker from Apache's jars (Java ≥ 17 + Maven)
+ * → testcontainers where a container engine answers → a loud failure. Dedicated brokers (faults:
+ * kill -9, leader failover, SASL/ACLs, broker-level settings) are always local brokers from the
+ * jars, since the tests must control their processes. KAFKA_VERSION picks the Kafka version.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { type Admin, type Consumer, Kafka, logLevel } from 'kafkajs';
-import { KafkaStandIn, type StoredRecord } from '../kafka-standin/index.ts';
+import { inject } from 'vitest';
+import { freePort, LocalKafkaCluster, type SaslUsers } from '../../src/dev/local-kafka.ts';
+import { TcpProxy } from './tcp-proxy.ts';
 
-export type KafkaTestMode = 'standin' | 'container';
+/** A record as read back from a topic by an independent consumer. */
+export interface ReadRecord {
+  topic: string;
+  partition: number;
+  offset: number;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, Buffer>;
+  timestamp: number;
+}
 
-/** A record as read back from a topic: what a real broker's consumer sees of the stand-in's StoredRecord. */
-export type ReadRecord = Omit<StoredRecord, 'headerList' | 'producerId'>;
+export interface CreateTopicOptions {
+  /** Topic-level configs, e.g. { 'max.message.bytes': '400' }. */
+  config?: Record<string, string>;
+  /** Replica assignment per partition (first = preferred leader); dedicated clusters. */
+  replicas?: number[][];
+  replicationFactor?: number;
+}
 
 export interface KafkaHarness {
-  /** Bootstrap servers for kafkajs / the relay's --kafka-brokers. */
+  /** Bootstrap servers the relay uses (--kafka-brokers). */
   readonly brokers: string[];
-  readonly mode: KafkaTestMode;
-  /** Only in stand-in mode: fault injection and direct access to what was stored. */
-  readonly standin?: KafkaStandIn;
-  createTopic(name: string, partitions?: number): Promise<void>;
-  /**
-   * Every record of `topic` at the time of the call, in (partition, offset) order; [] for a topic
-   * that does not exist.
-   */
+  /** Prefix of every topic this harness creates and reads ('' on a dedicated cluster). */
+  readonly ns: string;
+  /** Which source provided the broker, for messages. */
+  readonly source: string;
+  /** The real topic name of `name` (ns + name). */
+  topic(name: string): string;
+  /** The relay's Kafka arguments: brokers and a topic template inside the namespace. */
+  relayArgs(): string[];
+  createTopic(name: string, partitions?: number, opts?: CreateTopicOptions): Promise<void>;
+  deleteTopic(name: string): Promise<void>;
+  /** Names (without the namespace) of the namespace's topics. */
+  listTopics(): Promise<string[]>;
+  /** Every record of `topic` at the time of the call, in (partition, offset) order; [] if it does not exist. */
   readAll(topic: string, opts?: { timeoutMs?: number }): Promise<ReadRecord[]>;
+  /** A kafkajs admin for anything else (connected; do not disconnect it). */
+  admin(): Promise<Admin>;
   stop(): Promise<void>;
 }
 
-export interface StartKafkaOptions {
-  /** Overrides KAFKA_TEST_MODE. */
-  mode?: KafkaTestMode | 'auto';
-  /** auto.create.topics.enable. Default false: tests create their topics. */
+export interface DedicatedKafka extends KafkaHarness {
+  readonly cluster: LocalKafkaCluster;
+  /** One per node when started with `proxy: true` (the relay's path to node i is proxies[i-1]). */
+  readonly proxies: TcpProxy[];
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    kafkaBrokers: string[];
+    kafkaSource: string;
+    /** Directory under which dedicated clusters are created (cleaned up by the global teardown). */
+    kafkaRunDir: string;
+  }
+}
+
+/** The topic template the relay uses by default, inside a namespace. */
+export function namespacedTemplate(ns: string): string {
+  return `${ns}outbox.event.{aggregate_type}`;
+}
+
+/** The run's shared broker with a fresh topic namespace. */
+export async function startKafka(): Promise<KafkaHarness> {
+  const brokers = inject('kafkaBrokers');
+  const source = inject('kafkaSource');
+  if (!brokers || brokers.length === 0)
+    throw new Error('no shared Kafka: test/support/global-setup.ts did not run');
+  const ns = `t${randomBytes(4).toString('hex')}.`;
+  return new Harness(brokers, brokers, ns, source, undefined);
+}
+
+export interface DedicatedKafkaOptions {
+  brokers?: number;
   autoCreateTopics?: boolean;
-  /** num.partitions for auto-created topics and createTopic without a count. Default 1. */
-  defaultPartitions?: number;
-  /** message.max.bytes. */
   maxMessageBytes?: number;
+  /** Put a TcpProxy in front of each node's client listener. */
+  proxy?: boolean;
+  sasl?: SaslUsers;
+  extraConfig?: Record<string, string | number | boolean>;
 }
 
-/** Confluent Platform 7.9 ships Apache Kafka 3.9, run in KRaft mode (no ZooKeeper). */
-const DEFAULT_IMAGE = 'confluentinc/cp-kafka:7.9.1';
-const CONTAINER_KAFKA_PORT = 9093;
-
-function modeFromEnv(): KafkaTestMode | 'auto' {
-  const raw = (process.env.KAFKA_TEST_MODE ?? 'auto').trim().toLowerCase();
-  if (raw === 'standin' || raw === 'container' || raw === 'auto') return raw;
-  throw new Error(`KAFKA_TEST_MODE must be standin, container or auto; got "${process.env.KAFKA_TEST_MODE}"`);
-}
-
-/** Whether testcontainers finds a container engine (what 'auto' mode decides on). */
-export async function containerEngineReachable(): Promise<boolean> {
+/** Broker(s) for this test alone, from the local jars (the test may kill, freeze or restart them). */
+export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Promise<DedicatedKafka> {
+  const count = opts.brokers ?? 1;
+  const dir = join(inject('kafkaRunDir'), `dedicated-${randomUUID().slice(0, 8)}`);
+  const ports: number[] = [];
+  for (let i = 0; i < count; i++) ports.push(await freePort());
+  const proxies: TcpProxy[] = [];
+  if (opts.proxy) {
+    for (const port of ports) proxies.push(await TcpProxy.start({ port }));
+  }
+  let cluster: LocalKafkaCluster;
   try {
-    const { getContainerRuntimeClient } = await import('testcontainers');
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('timed out')), 10_000);
+    cluster = await LocalKafkaCluster.up({
+      dir,
+      port: 0,
+      brokers: count,
+      autoCreateTopics: opts.autoCreateTopics,
+      maxMessageBytes: opts.maxMessageBytes,
+      sasl: opts.sasl,
+      extraConfig: opts.extraConfig,
+      advertisedPorts: proxies.length > 0 ? proxies.map((p) => p.port) : undefined,
+      heapMb: 384,
     });
-    try {
-      await Promise.race([getContainerRuntimeClient(), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
-    return true;
-  } catch {
-    return false;
+  } catch (e) {
+    await Promise.all(proxies.map((p) => p.stop()));
+    await LocalKafkaCluster.down(dir);
+    throw e;
   }
-}
-
-export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaHarness> {
-  let mode = opts.mode ?? modeFromEnv();
-  if (mode === 'auto') mode = (await containerEngineReachable()) ? 'container' : 'standin';
-  return mode === 'container' ? startContainer(opts) : startStandIn(opts);
-}
-
-/** The stand-in behind a harness, or a clear error for tests that need fault injection. */
-export function requireStandIn(kafka: KafkaHarness, reason: string): KafkaStandIn {
-  if (kafka.mode !== 'standin' || kafka.standin === undefined) {
-    throw new Error(
-      `This test needs the Kafka stand-in (${reason}), but KAFKA_TEST_MODE resolved to '${kafka.mode}'. ` +
-        'Run it with KAFKA_TEST_MODE=standin, or skip it in container mode.',
-    );
+  // Proxies forward to the CLIENT ports the cluster actually got.
+  if (proxies.length > 0) {
+    await Promise.all(proxies.map((p) => p.stop()));
+    proxies.length = 0;
+    for (const n of cluster.nodes)
+      proxies.push(await TcpProxy.start({ port: n.clientPort }, n.advertisedPort));
   }
-  return kafka.standin;
+  const harness = new Harness(cluster.bootstrap, cluster.internalBootstrap, '', `dedicated ${dir}`, cluster);
+  return Object.assign(harness, { cluster, proxies }) as unknown as DedicatedKafka;
 }
 
-async function startStandIn(opts: StartKafkaOptions): Promise<KafkaHarness> {
-  const standin = await KafkaStandIn.start({
-    autoCreateTopics: opts.autoCreateTopics ?? false,
-    defaultPartitions: opts.defaultPartitions,
-    maxMessageBytes: opts.maxMessageBytes,
-  });
-  return {
-    brokers: standin.brokers,
-    mode: 'standin',
-    standin,
-    async createTopic(name, partitions) {
-      standin.createTopic(name, { partitions: partitions ?? opts.defaultPartitions ?? 1 });
-    },
-    async readAll(topic) {
-      return standin.records(topic);
-    },
-    stop: () => standin.stop(),
-  };
-}
+class Harness implements KafkaHarness {
+  readonly brokers: string[];
+  readonly ns: string;
+  readonly source: string;
+  readonly #kafka: Kafka;
+  readonly #cluster: LocalKafkaCluster | undefined;
+  #admin: Promise<Admin> | null = null;
+  readonly #readers = new Map<string, TopicReader>();
+  readonly #created = new Set<string>();
 
-async function startContainer(opts: StartKafkaOptions): Promise<KafkaHarness> {
-  const { KafkaContainer } = await import('@testcontainers/kafka');
-  const env: Record<string, string> = {
-    KAFKA_AUTO_CREATE_TOPICS_ENABLE: String(opts.autoCreateTopics ?? false),
-    KAFKA_NUM_PARTITIONS: String(opts.defaultPartitions ?? 1),
-  };
-  if (opts.maxMessageBytes !== undefined) env.KAFKA_MESSAGE_MAX_BYTES = String(opts.maxMessageBytes);
-  const container = await new KafkaContainer(process.env.KAFKA_TEST_IMAGE ?? DEFAULT_IMAGE)
-    .withKraft()
-    .withEnvironment(env)
-    .start();
-  const brokers = [`${container.getHost()}:${container.getMappedPort(CONTAINER_KAFKA_PORT)}`];
-  const kafka = new Kafka({ clientId: 'test-harness', brokers, logLevel: logLevel.NOTHING });
-  const admin = kafka.admin();
-  await admin.connect();
-  const readers = new Map<string, TopicReader>();
+  constructor(
+    brokers: string[],
+    adminBrokers: string[],
+    ns: string,
+    source: string,
+    cluster: LocalKafkaCluster | undefined,
+  ) {
+    this.brokers = brokers;
+    this.ns = ns;
+    this.source = source;
+    this.#cluster = cluster;
+    this.#kafka = new Kafka({
+      clientId: 'test-harness',
+      brokers: adminBrokers,
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 3000,
+      retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 2000 },
+    });
+  }
 
-  return {
-    brokers,
-    mode: 'container',
-    async createTopic(name, partitions) {
-      await admin.createTopics({
-        topics: [{ topic: name, numPartitions: partitions ?? opts.defaultPartitions ?? 1 }],
-        waitForLeaders: true,
-      });
-    },
-    async readAll(topic, readOpts) {
-      let reader = readers.get(topic);
-      if (reader === undefined) {
-        if (!(await admin.listTopics()).includes(topic)) return [];
-        reader = await TopicReader.start(kafka, topic);
-        readers.set(topic, reader);
+  topic(name: string): string {
+    return name.startsWith(this.ns) ? name : `${this.ns}${name}`;
+  }
+
+  relayArgs(): string[] {
+    const args = ['--kafka-brokers', this.brokers.join(',')];
+    if (this.ns) args.push('--topic-template', namespacedTemplate(this.ns));
+    return args;
+  }
+
+  admin(): Promise<Admin> {
+    this.#admin ??= (async () => {
+      const a = this.#kafka.admin();
+      await a.connect();
+      return a;
+    })();
+    return this.#admin;
+  }
+
+  async createTopic(name: string, partitions = 1, opts: CreateTopicOptions = {}): Promise<void> {
+    const admin = await this.admin();
+    const topic = this.topic(name);
+    const configEntries = Object.entries(opts.config ?? {}).map(([n, value]) => ({ name: n, value }));
+    const created = await admin.createTopics({
+      topics: [
+        opts.replicas
+          ? {
+              topic,
+              replicaAssignment: opts.replicas.map((replicas, partition) => ({ partition, replicas })),
+              configEntries,
+            }
+          : {
+              topic,
+              numPartitions: partitions,
+              replicationFactor: opts.replicationFactor ?? Math.min(this.#cluster?.nodes.length ?? 1, 3),
+              configEntries,
+            },
+      ],
+      waitForLeaders: true,
+    });
+    if (!created) throw new Error(`createTopic(${topic}): the topic exists already`);
+    this.#created.add(topic);
+    await this.#untilProducible(topic);
+  }
+
+  /** A real broker may answer LEADER_NOT_AVAILABLE for a moment after a create: wait it out here. */
+  async #untilProducible(topic: string): Promise<void> {
+    const admin = await this.admin();
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        const md = await admin.fetchTopicMetadata({ topics: [topic] });
+        const parts = md.topics[0]?.partitions ?? [];
+        if (parts.length > 0 && parts.every((p) => p.leader >= 0 && p.partitionErrorCode === 0)) return;
+      } catch {
+        // Not there yet.
       }
-      return reader.readUpTo(await highWatermarks(admin, topic), readOpts?.timeoutMs ?? 30_000);
-    },
-    async stop() {
-      await Promise.allSettled([...readers.values()].map((r) => r.stop()));
-      await admin.disconnect().catch(() => {});
-      await container.stop();
-    },
-  };
-}
+      if (Date.now() > deadline) throw new Error(`topic ${topic} has no leaders after 30 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 
-async function highWatermarks(admin: Admin, topic: string): Promise<Map<number, number>> {
-  const offsets = await admin.fetchTopicOffsets(topic);
-  return new Map(offsets.map((o) => [o.partition, Number(o.high)]));
+  async deleteTopic(name: string): Promise<void> {
+    const admin = await this.admin();
+    const topic = this.topic(name);
+    await this.#readers.get(topic)?.stop();
+    this.#readers.delete(topic);
+    await admin.deleteTopics({ topics: [topic], timeout: 30_000 });
+    this.#created.delete(topic);
+    // Deletion is asynchronous in the broker: wait until the name is free again.
+    const deadline = Date.now() + 30_000;
+    while ((await admin.listTopics()).includes(topic)) {
+      if (Date.now() > deadline) throw new Error(`topic ${topic} still listed 30 s after its deletion`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async listTopics(): Promise<string[]> {
+    const admin = await this.admin();
+    return (await admin.listTopics())
+      .filter((t) => t.startsWith(this.ns) && !t.startsWith('__'))
+      .map((t) => t.slice(this.ns.length));
+  }
+
+  async readAll(name: string, opts: { timeoutMs?: number } = {}): Promise<ReadRecord[]> {
+    const topic = this.topic(name);
+    const admin = await this.admin();
+    let reader = this.#readers.get(topic);
+    if (reader === undefined) {
+      if (!(await admin.listTopics()).includes(topic)) return [];
+      reader = await TopicReader.start(this.#kafka, topic);
+      this.#readers.set(topic, reader);
+    }
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const high = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
+    return reader.readUpTo(high, opts.timeoutMs ?? 30_000);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.allSettled([...this.#readers.values()].map((r) => r.stop()));
+    this.#readers.clear();
+    if (this.#cluster) {
+      await this.#admin?.then((a) => a.disconnect()).catch(() => {});
+      await this.#cluster.destroy();
+      for (const p of (this as unknown as { proxies?: TcpProxy[] }).proxies ?? []) await p.stop();
+      return;
+    }
+    // Shared broker: leave it as we found it (the namespace's topics, also those the relay auto-created).
+    try {
+      const admin = await this.admin();
+      const mine = (await admin.listTopics()).filter((t) => t.startsWith(this.ns));
+      if (mine.length > 0) await admin.deleteTopics({ topics: mine, timeout: 30_000 });
+    } catch {
+      // Best effort: a leftover topic in a namespace nobody uses again harms nobody.
+    } finally {
+      await this.#admin?.then((a) => a.disconnect()).catch(() => {});
+    }
+  }
 }
 
 /**
@@ -178,7 +311,7 @@ class TopicReader {
   }
 
   static async start(kafka: Kafka, topic: string): Promise<TopicReader> {
-    const consumer = kafka.consumer({ groupId: `test-read-all-${randomUUID()}`, maxWaitTimeInMs: 250 });
+    const consumer = kafka.consumer({ groupId: `test-read-all-${randomUUID()}`, maxWaitTimeInMs: 100 });
     const reader = new TopicReader(consumer, topic);
     consumer.on(consumer.events.CRASH, (e) => {
       if (!e.payload.restart) reader.failure = e.payload.error;
@@ -191,6 +324,9 @@ class TopicReader {
         const list = reader.byPartition.get(batch.partition) ?? [];
         reader.byPartition.set(batch.partition, list);
         for (const m of batch.messages) {
+          const offset = Number(m.offset);
+          // A rebalance or retry may hand us a batch again: keep each offset once.
+          if (offset < (reader.position.get(batch.partition) ?? 0)) continue;
           const headers: Record<string, Buffer> = {};
           for (const [k, v] of Object.entries(m.headers ?? {})) {
             const last = Array.isArray(v) ? v.at(-1) : v;
@@ -199,13 +335,13 @@ class TopicReader {
           list.push({
             topic: batch.topic,
             partition: batch.partition,
-            offset: Number(m.offset),
+            offset,
             key: m.key,
             value: m.value,
             headers,
             timestamp: Number(m.timestamp),
           });
-          reader.position.set(batch.partition, Number(m.offset) + 1);
+          reader.position.set(batch.partition, offset + 1);
         }
       },
     });

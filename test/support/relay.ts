@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/observability/logger.ts';
 import { Relay } from '../../src/relay/relay.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
+import type { KafkaHarness } from './kafka.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -105,22 +106,29 @@ export function slotOf(db: { name: string }): string {
   return db.name;
 }
 
-/** `run` with a Kafka sink at `brokers`, on the database's own slot. */
+/** Where a test relay publishes: a Kafka harness (brokers + its topic namespace) or plain brokers. */
+export type KafkaTarget = Pick<KafkaHarness, 'relayArgs'> | string[];
+
+export function kafkaArgs(target: KafkaTarget): string[] {
+  return Array.isArray(target) ? ['--kafka-brokers', target.join(',')] : target.relayArgs();
+}
+
+/** `run` with a Kafka sink at `kafka`, on the database's own slot. */
 export function spawnRelay(
   db: { url: string; name: string },
-  brokers: string[],
+  kafka: KafkaTarget,
   extra: string[] = [],
 ): RelayProcess {
-  return spawnCli(['run', ...baseArgs(db), '--kafka-brokers', brokers.join(','), ...extra]);
+  return spawnCli(['run', ...baseArgs(db), ...kafkaArgs(kafka), ...extra]);
 }
 
 /** spawnRelay with its HTTP server on an ephemeral loopback port; `get(path)` reads an endpoint. */
 export async function spawnRelayWithHttp(
   db: { url: string; name: string },
-  brokers: string[],
+  kafka: KafkaTarget,
   extra: string[] = [],
 ) {
-  const relay = spawnRelay(db, brokers, ['--http-port', '0', '--http-host', '127.0.0.1', ...extra]);
+  const relay = spawnRelay(db, kafka, ['--http-port', '0', '--http-host', '127.0.0.1', ...extra]);
   await relay.waitForLog(/"msg":"http server listening/);
   const line = relay
     .logs()
@@ -139,10 +147,10 @@ export async function spawnRelayWithHttp(
 export function testConfig(
   db: { url: string; name: string },
   argv: string[] = [],
-  brokers: string[] = [],
+  kafka: KafkaTarget = [],
 ): Config {
   const args = baseArgs(db);
-  if (brokers.length) args.push('--kafka-brokers', brokers.join(','));
+  if (!Array.isArray(kafka) || kafka.length > 0) args.push(...kafkaArgs(kafka));
   else args.push('--sink', 'stdout');
   return loadConfig('run', [...args, ...argv], {}).config;
 }
