@@ -1,7 +1,8 @@
 /**
  * The operator console in a real browser (Debian's headless Chromium driven by playwright-core;
  * never a downloaded browser) against a real relay process, real PostgreSQL and the run's real
- * Kafka broker (auto-creation off). Screenshots of each page go to docs/console/*.png.
+ * Kafka broker (auto-creation off). Every run takes a screenshot of each page, into .tmp/; with
+ * UPDATE_SCREENSHOTS=1 into docs/console/*.png, the pictures of docs/console.md.
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +15,7 @@ import { insertEvents, migrateDb, type RelayProcess, ROOT, spawnRelayWithHttp } 
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'console-test-token-0123456789abcdef';
-const SHOTS = join(ROOT, 'docs/console');
+const SHOTS = join(ROOT, process.env.UPDATE_SCREENSHOTS ? 'docs/console' : '.tmp/console-screenshots');
 
 const db = useTestDatabase();
 let kafka: KafkaHarness;
@@ -235,6 +236,33 @@ describe('operator console', () => {
     await page.getByTestId('confirm').click();
     await expect(page.getByTestId('result').textContent()).resolves.toMatch(/1 event\(s\) discarded/);
     expect(await statusOf(doomed!)).toBe('discarded');
+  });
+
+  it('a filtered set: the preview counts and lists it; the confirmed discard never touches an event that matched later', async () => {
+    const first = await insertEvents(db.pool, [ev('Bulk', 'b-1', 1), ev('Bulk', 'b-2', 1)]);
+    await waitFor(async () => (await Promise.all(first.map(statusOf))).every((x) => x === 'dead'), {
+      timeoutMs: 30_000,
+      message: 'both dead',
+    });
+    const page = await newPage();
+    await page.goto(`${base}/console/login`);
+    await page.fill('input[name=token]', TOKEN);
+    await page.click('button:has-text("Log in")');
+    await page.waitForURL(`${base}/console/`);
+    await page.goto(`${base}/console/events?status=dead&aggregate_type=Bulk`);
+    await page.click('text=Discard all…');
+    await expect(page.getByTestId('preview-count').textContent()).resolves.toMatch(/would discard 2 event/);
+    expect(await page.locator('table.events tbody tr').count()).toBe(2);
+    // A third matching event appears between the preview and the confirmation.
+    const [late] = await insertEvents(db.pool, [ev('Bulk', 'b-3', 1)]);
+    await waitFor(async () => (await statusOf(late!)) === 'dead', {
+      timeoutMs: 30_000,
+      message: 'late dead',
+    });
+    await page.getByTestId('confirm').click();
+    await expect(page.getByTestId('result').textContent()).resolves.toMatch(/2 event\(s\) discarded/);
+    expect(await Promise.all(first.map(statusOf))).toEqual(['discarded', 'discarded']);
+    expect(await statusOf(late!)).toBe('dead');
   });
 
   it('replay shows a dry run, then progress until the copies are published', async () => {
