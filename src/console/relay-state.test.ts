@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Sample } from '../observability/health.ts';
 import { describeState } from './relay-state.ts';
 
-const s = (o: Partial<Sample & { poisonPosition: boolean }>): Sample =>
+const s = (o: Partial<Sample>): Sample =>
   ({
     at: 0,
     state: 'streaming',
@@ -11,6 +11,7 @@ const s = (o: Partial<Sample & { poisonPosition: boolean }>): Sample =>
     lastProgressAt: null,
     inflightEvents: 0,
     brokerOutage: false,
+    poisonPosition: false,
     transientErrors: 0,
     ...o,
   }) as Sample;

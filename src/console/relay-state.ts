@@ -54,7 +54,7 @@ export function describeState(s: Sample): StateView {
         detail,
       };
     case 'waiting':
-      if ((s as Sample & { poisonPosition?: boolean }).poisonPosition || (detail && /poison/i.test(detail))) {
+      if (s.poisonPosition || (detail && /poison/i.test(detail))) {
         return {
           state: 'poison position',
           tone: 'bad',
