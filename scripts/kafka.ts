@@ -6,18 +6,20 @@
  *   npm run kafka -- down --dir .tmp/kafka
  */
 import { parseArgs } from 'node:util';
-import { DEFAULT_KAFKA_VERSION, kafkaVersionFromEnv, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
+import { DEFAULT_KAFKA_VERSION, ensureKafkaJars, kafkaVersionFromEnv, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 
 const USAGE = `usage:
   npm run kafka -- up   [--dir .tmp/kafka] [--port 19092] [--brokers 1|3] [--version V] [--auto-create-topics]
   npm run kafka -- down [--dir .tmp/kafka]
   npm run kafka -- status [--dir .tmp/kafka]
+  npm run kafka -- fetch [--version V]
 
 up      starts the broker(s) (downloading Apache Kafka's jars on first use) and returns once they accept
         produce requests; prints bootstrap=HOST:PORT[,…]. On a directory whose cluster runs: no-op.
 down    stops exactly the processes \`up\` started in --dir (SIGTERM, SIGKILL after 15 s). Safe to repeat.
 status  prints bootstrap=… and the pid of each node, or "stopped".
+fetch   only resolves the jars of a version into the cache (what CI does before the tests).
 
 --brokers 3   a 3-node cluster on consecutive ports (replication factor 3, min.insync.replicas=2);
               node 1 also runs the KRaft controller.
@@ -81,6 +83,11 @@ async function main(): Promise<void> {
     case 'down': {
       const n = await LocalKafkaCluster.down(dir);
       log(n > 0 ? `kafka: stopped ${n} node(s) in ${dir}` : `kafka: nothing running in ${dir}`);
+      return;
+    }
+    case 'fetch': {
+      const libs = await ensureKafkaJars(values.version ?? kafkaVersionFromEnv(), log);
+      process.stdout.write(`jars=${libs}\n`);
       return;
     }
     case 'status': {

@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 
 /** The version `npm run kafka` and the tests use unless KAFKA_VERSION says otherwise. */
-export const DEFAULT_KAFKA_VERSION = '4.1.1';
+export const DEFAULT_KAFKA_VERSION = '4.4.0';
 /** The other line the compatibility runs cover. */
 export const OTHER_KAFKA_VERSION = '3.9.1';
 
