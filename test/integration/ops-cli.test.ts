@@ -323,7 +323,7 @@ describe('events list / count / show', () => {
       /^id\s+status\s+aggregate_type\s+aggregate_id\s+event_type\s+attempts/,
     );
     expect(human.out).toMatch(
-      new RegExp(`\\n${failed[0]}\\s+failed\\s+Page\\s+p0\\s+E\\s+1\\s+.*TOPIC_AUTHORIZATION_FAILED`),
+      new RegExp(`\\n${failed[0]}\\s+failed\\s+Page\\s+p0\\s+E\\s+1\\s+.*UNKNOWN_TOPIC_OR_PARTITION`),
     );
     expect(human.out).toMatch(new RegExp(`next page: --after-id ${failed[1]}`));
   });
@@ -374,7 +374,7 @@ describe('events list / count / show', () => {
       expect(s.out).toMatch(new RegExp(`^${col}\\s`, 'm'));
     }
     expect(s.out).toMatch(/^status\s+failed$/m);
-    expect(s.out).toMatch(/^last_error\s+permanent\/TOPIC_AUTHORIZATION_FAILED/m);
+    expect(s.out).toMatch(/^last_error\s+permanent\/UNKNOWN_TOPIC_OR_PARTITION/m);
     expect(s.out).toMatch(/payload \(json, \d+ bytes\):\n\{\n {2}"seq": 0\n\}/);
 
     const [bin] = await insertEvents(db.pool, [
