@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { checkDatabase } from '../replication/preflight.ts';
-import { readRelayState, relayStateTable } from '../store/relay-state.ts';
+import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
 import { RELAY_STALE_SECONDS, type RelayStatus, type StatusSnapshot } from './status-report.ts';
@@ -110,7 +110,8 @@ async function readRelay(db: pg.ClientBase, t: StatusTarget): Promise<RelayStatu
         : ` (GRANT SELECT ON ${t.schema}.${t.table}_relay_state)`;
     return { ...none, error: `${errorMessage(e)}${fix}` };
   }
-  if (!r) return none;
+  // The row migrate inserts: no relay has written it yet.
+  if (!r || r.holder === MIGRATE_HOLDER) return none;
   return {
     error: null,
     recorded: true,

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { qualified as qualifiedName } from '../store/sql-ident.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 import { grantOn, RELAY_STATE_PRIVILEGES, relayTablePrivileges, sqlName } from './privileges.ts';
 
@@ -25,7 +26,8 @@ export interface SlotState {
  *
  * Privileges are checked for the connecting role, as the relay uses them: REPLICATION, USAGE on
  * the schema, SELECT/UPDATE (and DELETE unless prune is false) on the outbox table, SELECT/
- * INSERT/UPDATE on its relay-state table. All missing grants are reported at once.
+ * UPDATE on its relay-state table (INSERT too when `migrate` has not inserted the slot's row).
+ * All missing grants are reported at once.
  */
 export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Promise<void> {
   const wal = await db.query<{ wal_level: string }>('SHOW wal_level');
@@ -96,6 +98,19 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       ErrorCode.INSUFFICIENT_PRIVILEGE,
       `role ${roleName} lacks ${missing.join(' and ')}${why}`,
       { fix: grants.join(' ') },
+    );
+  }
+  // The slot's row: inserted by migrate; without it the relay must insert it itself.
+  const row = await db.query(`SELECT 1 FROM ${qualifiedName(t.schema, stateTable)} WHERE slot_name = $1`, [
+    t.slot,
+  ]);
+  if (row.rowCount === 0 && (await tablePrivileges(db, t.schema, stateTable, ['INSERT']))?.length) {
+    throw new RelayError(
+      ErrorCode.INSUFFICIENT_PRIVILEGE,
+      `${t.schema}.${stateTable} has no row for slot ${t.slot}, and role ${roleName} may not insert it`,
+      {
+        fix: `outbox-relay migrate --slot ${t.slot} (as the schema owner: it inserts the row), or ${grantOn(['INSERT'], sqlName(t.schema, stateTable), roleName)}`,
+      },
     );
   }
   const pub = await db.query<{

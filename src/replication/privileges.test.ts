@@ -14,7 +14,7 @@ describe('privilegeError', () => {
     ['permission denied for table outbox', 'GRANT SELECT, UPDATE, DELETE ON outbox TO relay;'],
     [
       'permission denied for table outbox_relay_state',
-      'GRANT SELECT, INSERT, UPDATE ON outbox_relay_state TO relay;',
+      'GRANT SELECT, UPDATE ON outbox_relay_state TO relay;',
     ],
     ['permission denied for schema app', 'GRANT USAGE ON SCHEMA app TO relay;'],
     [

@@ -10,8 +10,11 @@ export function relayTablePrivileges(prune: boolean | undefined): string[] {
   return prune === false ? ['SELECT', 'UPDATE'] : ['SELECT', 'UPDATE', 'DELETE'];
 }
 
-/** The relay writes its state row (INSERT … ON CONFLICT DO UPDATE); `status` reads it. */
-export const RELAY_STATE_PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE'];
+/**
+ * The relay updates its state row, which `migrate` inserts for its --slot; INSERT is needed only
+ * for a slot migrate did not see (then the relay inserts the row itself).
+ */
+export const RELAY_STATE_PRIVILEGES = ['SELECT', 'UPDATE'];
 
 /** An identifier as an operator would type it: quoted only when it has to be. */
 export function sqlName(...parts: string[]): string {
@@ -46,7 +49,7 @@ export function privilegeError(e: unknown, role = '<role>'): RelayError | null {
   } else if (object && /^(table|relation|view)$/.test(object[1]!)) {
     const name = object[2]!;
     fix = name.endsWith('_relay_state')
-      ? `GRANT ${RELAY_STATE_PRIVILEGES.join(', ')} ON ${sqlName(name)} TO ${r};`
+      ? `GRANT SELECT, UPDATE ON ${sqlName(name)} TO ${r}; -- and run \`outbox-relay migrate --slot <slot>\`, which inserts the slot's row (or GRANT INSERT too)`
       : `GRANT SELECT, UPDATE, DELETE ON ${sqlName(name)} TO ${r}; -- the relay's role (DELETE: retention); an operator's role needs SELECT, UPDATE, INSERT`;
   } else {
     fix = `grant ${r} what the message names (docs/deployment.md, "Roles: least privilege").`;

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { slotOwnershipError } from '../replication/preflight.ts';
+import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { ident, qualified } from './sql-ident.ts';
 
 export const SQL_DIR = fileURLToPath(new URL('../../sql/', import.meta.url));
@@ -112,7 +113,10 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       applied.push(`publication ${t.publication}`);
       log?.info({ publication: t.publication }, 'publication created');
     }
-    if (t.slot) applied.push(...(await ensureMigrationSlot(client, t.slot, log)));
+    if (t.slot) {
+      await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);
+      applied.push(...(await ensureMigrationSlot(client, t.slot, log)));
+    }
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]).catch(() => {});
   }

@@ -34,12 +34,36 @@ export interface RelayStateRow {
   poisonLsn: string | null;
 }
 
+/**
+ * Updates the slot's row (inserted by `migrate`), or inserts it when missing: the relay needs
+ * INSERT on the table only for a slot migrate did not see.
+ */
 export async function writeRelayState(
   db: pg.Pool | pg.ClientBase,
   stateTable: string,
   slot: string,
   r: RelayStateRow,
 ): Promise<void> {
+  const values = [
+    slot,
+    r.state,
+    r.detail,
+    r.holder,
+    r.since,
+    r.lastProgressAt,
+    r.confirmedLsn,
+    r.lastError,
+    r.lastErrorAt,
+    r.poisonLsn,
+  ];
+  const updated = await db.query(
+    `UPDATE ${stateTable} SET state = $2, detail = $3, holder = $4, since = $5, last_progress_at = $6,
+            confirmed_lsn = $7::pg_lsn, last_error = $8, last_error_at = $9, poison_lsn = $10::pg_lsn,
+            heartbeat_at = now()
+      WHERE slot_name = $1`,
+    values,
+  );
+  if (updated.rowCount === 1) return;
   await db.query(
     `INSERT INTO ${stateTable} AS s (slot_name, state, detail, holder, since, last_progress_at, confirmed_lsn,
                                      last_error, last_error_at, poison_lsn, heartbeat_at)
@@ -49,18 +73,24 @@ export async function writeRelayState(
        last_progress_at = EXCLUDED.last_progress_at, confirmed_lsn = EXCLUDED.confirmed_lsn,
        last_error = EXCLUDED.last_error, last_error_at = EXCLUDED.last_error_at,
        poison_lsn = EXCLUDED.poison_lsn, heartbeat_at = now()`,
-    [
-      slot,
-      r.state,
-      r.detail,
-      r.holder,
-      r.since,
-      r.lastProgressAt,
-      r.confirmedLsn,
-      r.lastError,
-      r.lastErrorAt,
-      r.poisonLsn,
-    ],
+    values,
+  );
+}
+
+/** The holder of the row `migrate` inserts before any relay ran. */
+export const MIGRATE_HOLDER = 'migrate';
+
+/** migrate: the slot's row, so the relay needs only UPDATE on the table. Keeps an existing row. */
+export async function insertInitialRelayState(
+  db: pg.ClientBase,
+  stateTable: string,
+  slot: string,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO ${stateTable} (slot_name, state, detail, holder, since)
+     VALUES ($1, 'stopped', 'no relay has run for this slot yet', $2, now())
+     ON CONFLICT (slot_name) DO NOTHING`,
+    [slot, MIGRATE_HOLDER],
   );
 }
 
