@@ -20,7 +20,7 @@ import {
 import { RESOLVABLE, UNHEALTHY } from '../ops/events-command.ts';
 import { OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
-import { replayEvents } from '../ops/replay.ts';
+import { countReplay } from '../ops/replay.ts';
 import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
@@ -109,7 +109,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   );
   const opsContext = (db: pg.ClientBase): OpsContext => ({ config: c, db, table, log: o.log, out: () => {} });
   const replayBatchSize = OPTIONS.find((x) => x.key === 'replayBatchSize')!.default as number;
-  const jobs = new ReplayJobs({ pool, table, slot: c.slot, batchSize: replayBatchSize, log, opsContext });
+  const jobs = new ReplayJobs({ pool, table, batchSize: replayBatchSize, log, opsContext });
 
   // --- the sampler: slot and metrics every sampleEveryMs, an hour kept in memory ---
   const every = o.sampleEveryMs ?? 5_000;
@@ -269,13 +269,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
             if (jobs.busy()) return refuse(409, 'A replay is still copying; wait until it has finished.');
             const params = filterParams(form);
             const filter = replayFilter(params);
-            const dry = await withClient((db) =>
-              replayEvents(db, table, filter, {
-                batchSize: replayBatchSize,
-                dryRun: true,
-                replayedAt: new Date(),
-              }),
-            );
+            const dry = await withClient((db) => countReplay(db, table, filter, { includeReplays: false }));
             const job = jobs.start(filter, dry.count, who());
             return redirect(`${BASE}/replay/jobs/${job.id}`);
           }
@@ -488,9 +482,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       return { ...base, error: e.message, preview: null };
     }
     params.status = [...filter.statuses];
-    const r = await withClient((db) =>
-      replayEvents(db, table, filter, { batchSize: replayBatchSize, dryRun: true, replayedAt: new Date() }),
-    );
+    const r = await withClient((db) => countReplay(db, table, filter, { includeReplays: false }));
     return { ...base, error: null, preview: { ...r, description: describeFilter(filter) } };
   }
 

@@ -4,9 +4,7 @@ import { errorMessage } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, type EventFilter } from '../ops/event-filter.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
-import { replayEvents } from '../ops/replay.ts';
-import { parseLsn } from '../replication/lsn.ts';
-import { readSlot } from '../sweeper/slot-watch.ts';
+import { copiesState, replayEvents } from '../ops/replay.ts';
 
 export type ReplayState = 'copying' | 'publishing' | 'done' | 'failed';
 
@@ -18,7 +16,7 @@ export interface ReplayJobView {
   total: number;
   published: number;
   pending: number;
-  /** Copies that failed, died or were parked behind a failed event of their aggregate. */
+  /** Copies that died or were discarded: they will not be published. */
   unhealthy: number;
   message: string;
   filter: Record<string, string>;
@@ -27,9 +25,7 @@ export interface ReplayJobView {
 
 interface Job extends ReplayJobView {
   /** Copies have ids above this (the table's max id before the first copy). */
-  floorId: string | null;
-  /** The WAL position after the last copy committed: once the slot confirmed past it, every copy is settled. */
-  endLsn: string | null;
+  ceiling: string | null;
   checkedAt: number;
 }
 
@@ -37,7 +33,6 @@ export interface ReplayJobsDeps {
   pool: pg.Pool;
   /** Quoted table name. */
   table: string;
-  slot: string;
   batchSize: number;
   log: Logger;
   /** The operator context of the CLI, for its audit log. */
@@ -48,11 +43,9 @@ const KEEP = 10;
 
 /**
  * Replays started from the console: copies by ops/replay.ts (the CLI's replayEvents, in batches),
- * then progress until the copies are published. One replay copies at a time; the last few are
- * kept in memory for their progress pages. Progress is read on request (at most every 500 ms):
- * the copies by status (ids above the floor, this replay's x-replayed-at header), and the slot's
- * confirmed position against the end of the copies — past it, every copy is settled (published,
- * or its failure recorded), also when the relay does not mark rows published.
+ * then progress until the copies are published, read with the CLI's copiesState (what
+ * `replay --follow` polls) on request, at most every 500 ms. One replay copies at a time; the
+ * last few are kept in memory for their progress pages.
  */
 export class ReplayJobs {
   readonly #d: ReplayJobsDeps;
@@ -84,8 +77,7 @@ export class ReplayJobs {
       message: 'copying events in batches',
       filter: describeFilter(filter),
       replayedAt: replayedAt.toISOString(),
-      floorId: null,
-      endLsn: null,
+      ceiling: null,
       checkedAt: 0,
     };
     this.#jobs.set(job.id, job);
@@ -100,13 +92,9 @@ export class ReplayJobs {
     let error: string | null = null;
     try {
       client = await pool.connect();
-      const floor = await client.query<{ max: string }>(
-        `SELECT coalesce(max(id), 0)::text AS max FROM ${table}`,
-      );
-      job.floorId = floor.rows[0]!.max;
       const r = await replayEvents(client, table, filter, {
+        includeReplays: false,
         batchSize,
-        dryRun: false,
         replayedAt,
         onBatch: (n) => {
           job.copied = n;
@@ -114,8 +102,7 @@ export class ReplayJobs {
       });
       job.copied = r.count;
       job.total = r.count;
-      const end = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-      job.endLsn = end.rows[0]!.lsn;
+      job.ceiling = r.ceiling;
       job.state = 'publishing';
       job.message = 'copies committed; waiting for the relay to publish them';
     } catch (e) {
@@ -143,34 +130,34 @@ export class ReplayJobs {
     if (!job) return null;
     if (job.state !== 'publishing' || now - job.checkedAt < 500) return view(job);
     job.checkedAt = now;
-    const { pool, table, slot } = this.#d;
-    const r = await pool.query<{ status: string; n: string }>(
-      `SELECT status, count(*)::text AS n FROM ${table}
-        WHERE id > $1::bigint AND headers->>'x-replayed-at' = $2 GROUP BY status`,
-      [job.floorId, job.replayedAt],
-    );
-    const by = new Map(r.rows.map((x) => [x.status, Number(x.n)]));
-    job.unhealthy = (by.get('failed') ?? 0) + (by.get('dead') ?? 0) + (by.get('parked') ?? 0);
-    const s = await readSlot(pool, slot);
-    const settled =
-      s?.confirmedFlushLsn && job.endLsn ? parseLsn(s.confirmedFlushLsn) >= parseLsn(job.endLsn) : false;
-    // 'pending' here means not yet published: past the confirmed position nothing is.
-    job.pending = settled ? 0 : (by.get('pending') ?? 0);
-    // Past the confirmed position a pending copy was published (the relay may not mark rows).
-    job.published = settled
-      ? job.total - job.unhealthy - (by.get('discarded') ?? 0)
-      : (by.get('published') ?? 0);
-    if (settled || job.pending === 0) {
+    const c = job.ceiling
+      ? await withClient(this.#d.pool, (db) =>
+          copiesState(db, this.#d.table, { ceiling: job.ceiling!, replayedAt: new Date(job.replayedAt) }),
+        )
+      : { total: 0, published: 0, inFlight: 0, dead: 0, discarded: 0 };
+    job.published = c.published;
+    job.pending = c.inFlight;
+    job.unhealthy = c.dead + c.discarded;
+    if (c.inFlight === 0) {
       job.state = 'done';
       job.message = job.unhealthy
-        ? `done: ${job.published} published; ${job.unhealthy} copies failed or are parked (see Events)`
-        : `done: every copy is published`;
+        ? `done: ${c.published} published; ${job.unhealthy} copies are dead or discarded (see Events)`
+        : 'done: every copy is published';
     }
     return view(job);
   }
 }
 
 function view(j: Job): ReplayJobView {
-  const { floorId: _f, endLsn: _e, checkedAt: _c, ...v } = j;
+  const { ceiling: _c, checkedAt: _t, ...v } = j;
   return { ...v };
+}
+
+async function withClient<T>(pool: pg.Pool, fn: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    return await fn(client);
+  } finally {
+    client.release();
+  }
 }

@@ -61,7 +61,7 @@ export function replayJobPage(ctx: PageContext, j: ReplayJobView) {
 <p>Copied <span data-field="copied">${j.copied}</span> of <span data-field="total">${j.total}</span></p>
 <progress data-field="copiedProgress" max="${Math.max(1, j.total)}" value="${j.copied}"></progress>
 <p>Published <span data-field="published" data-testid="replay-published">${j.published}</span> of <span data-field="total2">${j.total}</span>
- · pending <span data-field="pending">${j.pending}</span> · failed, dead or parked <span data-field="unhealthy">${j.unhealthy}</span></p>
+ · on their way (pending, failed or parked) <span data-field="pending">${j.pending}</span> · dead or discarded <span data-field="unhealthy">${j.unhealthy}</span></p>
 <progress data-field="publishedProgress" max="${Math.max(1, j.total)}" value="${j.published}"></progress>
 <p class="detail" data-field="message">${j.message}</p>
 </div>
