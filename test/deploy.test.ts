@@ -232,11 +232,11 @@ describe('deploy/Dockerfile', () => {
         .map((i) => i.args)
         .join('\n'),
     ).toMatch(/npm ci --omit=dev\b/);
-    // The build stage compiles with the project's tsconfig.build.json, as `npm run build` does.
+    // The build stage builds as a checkout does (npm run build), with scripts that exist.
+    expect(runs.join('\n')).toMatch(/npm run build\b/);
     const scripts = JSON.parse(read('package.json')).scripts as Record<string, string>;
-    expect(runs.join('\n')).toContain(
-      scripts.build!.replace(/^tsc\b/, 'node node_modules/typescript/bin/tsc'),
-    );
+    for (const r of runs)
+      for (const [, s] of r.matchAll(/npm run (\S+)/g)) expect(scripts).toHaveProperty(s!);
     // test/packaging.test.ts replays these steps in clean directories; they run relative to WORKDIR.
     for (const r of runs) expect(r, r).not.toMatch(/(^|\s)\/(?!dev\/null)/);
   });

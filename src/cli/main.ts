@@ -1,69 +1,49 @@
 #!/usr/bin/env node
+import { createRequire } from 'node:module';
 import pg from 'pg';
-import { optionsHelp } from '../config/help.ts';
-import { type Config, loadConfig, redactUrl } from '../config/load.ts';
-import type { Command } from '../config/options.ts';
+import { COMMAND_SUMMARY, COMPLETION_HELP, CONFIG_HELP, commandHelp, USAGE } from '../config/help.ts';
+import { type Config, loadConfig, redactUrl, validate } from '../config/load.ts';
+import { type Command, optionsFor, SUBCOMMANDS } from '../config/options.ts';
+import { formatResolved, resolvedOptions } from '../config/print.ts';
+import { UsageError } from '../config/usage-error.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { isOpsCommand, runOpsCommand } from '../ops/cli.ts';
+import { runOpsCommand } from '../ops/cli.ts';
 import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
+import { SUB_MILLISECOND_MICROS } from '../route/value-format.ts';
 import { createSink } from '../sinks/create.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
+import { completionScript } from './completion.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 
-const VERSION = '0.1.0';
+/** From package.json, so `--version` is the installed package's version. */
+const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
 
 hideKafkajsTimeoutWarnings();
+keepTimestampMicroseconds();
 
-const USAGE = `outbox-relay — relay transactional-outbox rows from a PostgreSQL logical replication slot to Kafka,
-confirming the slot only after the broker acknowledged.
-
-Usage:
-  outbox-relay run      [options]   stream the outbox to the sink (Kafka or stdout)
-  outbox-relay migrate  [options]   create/upgrade the outbox table and its publication (idempotent)
-  outbox-relay check    [options]   preflight only: is the database ready for the relay? (exit 0 = yes)
-  outbox-relay demo     [options]   throwaway PostgreSQL + relay + sample events, printed as NDJSON
-  outbox-relay status   [options]   slot, publication, events by status; exit 69 when something is wrong
-  outbox-relay events   list|count|show|resend|discard …   find and fix failed, dead and parked events
-  outbox-relay replay   --since … [options]   re-insert copies of past events so they are published again
-  outbox-relay slot     drop [--yes]   drop the replication slot (refused while a relay streams from it)
-  outbox-relay <command> --help     options of a command, with defaults and environment variables
-  outbox-relay --version
-
-Exit codes: 0 ok, 64 usage, 69 dependency lost for good (e.g. slot invalidated), 70 bug, 78 bad config or database not set up, 130 second signal.
-Docs: README.md, docs/configuration.md, docs/operator-cli.md, docs/operations.md`;
-
-const COMMAND_SUMMARY: Record<Command, string> = {
-  run: 'Stream outbox inserts from the slot to the sink; confirm the slot only after the broker acknowledged.',
-  migrate:
-    'Apply sql/ migrations (ledger + advisory lock) and create the publication. Safe to run repeatedly.',
-  check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
-  demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
-  status:
-    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Exit 0 healthy; 69 when the slot is missing, inactive or lost, the publication check fails, or events are dead.',
-  events: `Find and fix events of the failure lifecycle (docs/operator-cli.md):
-  events list    [filters] [--after-id N] [--limit N]   in id order; page with --after-id
-  events count   [filters]                              per status
-  events show    <id>                                   every column, payload as JSON/text/hex
-  events resend  <id…> | --filter [filters] [--reset-attempts]   failed/dead → failed, due now
-  events discard <id…> | --filter [filters] [--yes]     failed/dead → discarded (parked followers are released)
-Filters: --status, --since, --until, --aggregate-type, --aggregate-id. Bad input exits 64 and changes nothing.`,
-  replay:
-    'Re-insert copies of the events in a window (new id, same event_id, headers x-replay-of and x-replayed-at), in original id order and in batches, so the running relay publishes them again. Copies rows with status published or pending unless --status says otherwise. Consumers deduplicate by event_id.',
-  slot: 'slot drop: drop the replication slot (--slot) after confirmation (--yes); refused (exit 69) while it is active.',
-};
-
-const COMMAND_ARGS: Partial<Record<Command, string>> = {
-  events: '<list|count|show|resend|discard> [ids…] [options]',
-  slot: 'drop [options]',
-};
-
-function commandHelp(cmd: Command): string {
-  return `outbox-relay ${cmd} ${COMMAND_ARGS[cmd] ?? '[options]'}\n\n${COMMAND_SUMMARY[cmd]}\n${optionsHelp(cmd)}\n`;
+/**
+ * pg parses timestamptz into a Date (milliseconds); the envelope's occurred_at should keep the
+ * microseconds of created_at. The Date stays a Date for everyone else; the sub-millisecond part
+ * rides along as a symbol property that src/route/value-format.ts reads.
+ */
+function keepTimestampMicroseconds(): void {
+  const TIMESTAMPTZ = pg.types.builtins.TIMESTAMPTZ;
+  const parse = pg.types.getTypeParser(TIMESTAMPTZ, 'text') as (text: string) => unknown;
+  pg.types.setTypeParser(TIMESTAMPTZ, 'text', (text: string) => {
+    const value = parse(text);
+    const fraction = /^[^.]*\.(\d{4,6})/.exec(text)?.[1];
+    if (value instanceof Date && fraction) {
+      Object.defineProperty(value, SUB_MILLISECOND_MICROS, {
+        value: Number(fraction.padEnd(6, '0').slice(3)),
+      });
+    }
+    return value;
+  });
 }
 
 async function withClient<T>(c: Config, fn: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -133,22 +113,26 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
 
 async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv;
-  if (!first || first === 'help' || first === '--help' || first === '-h') {
+  if (!first) {
+    process.stderr.write(`${USAGE}\n`);
+    return EXIT.USAGE;
+  }
+  if (first === 'help' || first === '--help' || first === '-h') {
     process.stdout.write(`${USAGE}\n`);
-    return first ? EXIT.OK : EXIT.USAGE;
+    return EXIT.OK;
   }
   if (first === '--version' || first === 'version') {
     process.stdout.write(`${VERSION}\n`);
     return EXIT.OK;
   }
-  if (!(first in COMMAND_SUMMARY)) {
-    process.stderr.write(`outbox-relay: unknown command ${JSON.stringify(first)}\n\n${USAGE}\n`);
-    return EXIT.USAGE;
-  }
+  if (first === 'completion') return completionCommand(rest);
+  if (first === 'config') return configCommand(rest);
+  if (!(first in COMMAND_SUMMARY)) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
   const cmd = first as Command;
-  const { config: c, help, positionals } = loadOrUsage(cmd, rest);
+  const sub = subcommandOf(cmd, rest);
+  const { config: c, help, positionals } = loadConfig(cmd, rest, process.env, { sub });
   if (help) {
-    process.stdout.write(commandHelp(cmd));
+    process.stdout.write(commandHelp(cmd, sub));
     return EXIT.OK;
   }
   const log = await createLogger({ level: c.logLevel, format: c.logFormat });
@@ -167,6 +151,14 @@ async function main(argv: string[]): Promise<number> {
       return runRelay(c, log);
     case 'demo': {
       const { runDemo } = await import('../dev/demo.ts');
+      const { findPostgresBinDir } = await import('../dev/throwaway-postgres.ts');
+      try {
+        findPostgresBinDir();
+      } catch (e) {
+        // A missing support program (EX_UNAVAILABLE), not a bug: say what to install, no stack.
+        process.stderr.write(`outbox-relay demo: ${errorMessage(e)}\n`);
+        return EXIT.UNAVAILABLE;
+      }
       return runDemo(c, log, rest);
     }
     case 'status':
@@ -177,23 +169,87 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** Operator commands: a bad flag is bad input (exit 64, usage), not a bad deployment (78). */
-function loadOrUsage(cmd: Command, argv: string[]): ReturnType<typeof loadConfig> {
-  try {
-    return loadConfig(cmd, argv);
-  } catch (e) {
-    if (isOpsCommand(cmd) && isRelayError(e) && e.code === 'CONFIG_INVALID' && !e.cause) {
-      throw new UsageError(`${e.message} (see \`outbox-relay ${cmd} --help\`)`);
-    }
-    throw e;
+/**
+ * The subcommand of `events` / `slot`, which comes first (`events list --status dead`); none
+ * for the other commands, or for `events --help` (the overview page).
+ */
+function subcommandOf(cmd: Command, argv: string[]): string | undefined {
+  const subs = SUBCOMMANDS[cmd];
+  if (!subs) return undefined;
+  const [sub] = argv;
+  if (sub === undefined || sub.startsWith('-')) {
+    if (argv.includes('--help') || argv.includes('-h')) return undefined;
+    throw new UsageError(`${cmd} needs a subcommand first: ${subs.join(', ')}`, cmd);
   }
+  if (!subs.includes(sub)) {
+    throw new UsageError(`unknown ${cmd} subcommand ${JSON.stringify(sub)} (use ${subs.join(', ')})`, cmd);
+  }
+  return sub;
 }
 
-class UsageError extends Error {}
+/** `outbox-relay config print|check [COMMAND] [options of COMMAND] [--json]` */
+function configCommand(argv: string[]): number {
+  const [sub, ...rest] = argv;
+  if (sub === '--help' || sub === '-h' || rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(CONFIG_HELP);
+    return EXIT.OK;
+  }
+  if (sub !== 'print' && sub !== 'check') {
+    throw new UsageError(
+      sub === undefined
+        ? 'config needs a subcommand: print or check'
+        : `unknown config subcommand ${JSON.stringify(sub)} (use print, check)`,
+      'config',
+    );
+  }
+  const named = rest[0] !== undefined && !rest[0].startsWith('-') ? rest[0] : undefined;
+  if (named !== undefined && !(named in COMMAND_SUMMARY)) {
+    throw new UsageError(`config ${sub}: unknown command ${JSON.stringify(named)}`, 'config');
+  }
+  const target = (named ?? 'run') as Command;
+  const args = named === undefined ? rest : rest.slice(1);
+  const json = args.includes('--json') && !optionsFor(target).some((o) => o.flag === 'json');
+  // print shows what was resolved even when it would not pass, then validates as check does.
+  const loaded = loadConfig(target, json ? args.filter((a) => a !== '--json') : args, process.env, {
+    validate: sub === 'check',
+  });
+  if (sub === 'check') {
+    process.stdout.write(`configuration for \`${target}\` is valid\n`);
+    return EXIT.OK;
+  }
+  const rows = resolvedOptions(optionsFor(target), loaded);
+  const wantJson = json || (loaded.config as unknown as { json?: boolean }).json === true;
+  process.stdout.write(
+    wantJson
+      ? `${JSON.stringify({ command: target, configFile: loaded.config.config ?? null, options: rows })}\n`
+      : `${formatResolved(target, loaded.config.config, rows)}\n`,
+  );
+  validate(target, loaded.config, optionsFor(target)); // a problem: reported below, exit 78
+  return EXIT.OK;
+}
 
+/** `outbox-relay completion bash|zsh` */
+function completionCommand(argv: string[]): number {
+  const [shell] = argv;
+  if (shell === '--help' || shell === '-h') {
+    process.stdout.write(COMPLETION_HELP);
+    return EXIT.OK;
+  }
+  if ((shell !== 'bash' && shell !== 'zsh') || argv.length > 1) {
+    throw new UsageError(
+      `completion: name the shell, bash or zsh, and nothing else${shell ? ` (got ${argv.map((a) => JSON.stringify(a)).join(' ')})` : ''}`,
+      'completion',
+    );
+  }
+  process.stdout.write(completionScript(shell));
+  return EXIT.OK;
+}
+
+/** Prints what went wrong, once, with one hint where to read more; returns the exit code. */
 function report(e: unknown): number {
   if (e instanceof UsageError) {
-    process.stderr.write(`outbox-relay: ${e.message}\n`);
+    const help = e.help ? `outbox-relay ${e.help} --help` : 'outbox-relay --help';
+    process.stderr.write(`outbox-relay: ${e.message}\n  usage: see \`${help}\`\n`);
     return EXIT.USAGE;
   }
   if (isRelayError(e) && e.code === 'CONFIG_INVALID' && !e.cause) {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isRelayError } from '../errors.ts';
 import { loadConfig, redactUrl } from './load.ts';
+import { UsageError } from './usage-error.ts';
 
 const DB = 'postgres://relay:s3cret@db:5432/app';
 
@@ -75,7 +76,7 @@ describe('loadConfig', () => {
       'non-numeric batch size',
       ['--batch-size', 'lots'],
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
-      /--batch-size \(flag\): expected a whole number, got "lots"/,
+      /--batch-size: expected a whole number, got "lots"/,
     ],
     [
       'enum out of range',
@@ -117,10 +118,54 @@ describe('loadConfig', () => {
       } catch (e) {
         caught = e;
       }
-      expect(isRelayError(caught, 'CONFIG_INVALID')).toBe(true);
+      // A bad command line is a usage error (exit 64); a bad combination or environment value is
+      // bad configuration (CONFIG_INVALID, exit 78).
+      const fromCommandLine = argv.some((a) => /^--(kafka-broker|batch-size|topic-override)$/.test(a));
+      if (fromCommandLine) expect(caught).toBeInstanceOf(UsageError);
+      else expect(isRelayError(caught, 'CONFIG_INVALID')).toBe(true);
       expect((caught as Error).message).toMatch(message);
     });
   }
+
+  it('reads a YAML config file; keys of other commands are accepted and ignored, unknown keys rejected', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-yaml-'));
+    const file = join(dir, 'relay.yaml');
+    writeFileSync(
+      file,
+      'databaseUrl: postgres://relay@db/app\nkafkaBrokers: [k1:9092, k2:9092]\nbatchSize: 100\nsince: 2h\nlimit: 5\n',
+    );
+    const run = loadConfig('run', ['--config', file], {}).config;
+    expect(run.kafkaBrokers).toEqual(['k1:9092', 'k2:9092']);
+    expect(run.batchSize).toBe(100);
+    expect(loadConfig('migrate', ['--config', file], {}).config.databaseUrl).toBe('postgres://relay@db/app');
+    expect(loadConfig('events', ['--config', file], {}, { sub: 'list' }).config.limit).toBe(5);
+    writeFileSync(file, 'databaseUrl: postgres://relay@db/app\nbatchSzie: 1\n');
+    expect(() => loadConfig('check', ['--config', file], {})).toThrow(
+      /unknown option "batchSzie".*did you mean "batchSize"/,
+    );
+    writeFileSync(file, 'databaseUrl: [unclosed\n');
+    expect(() => loadConfig('check', ['--config', file], {})).toThrow(/not valid JSON or YAML/);
+  });
+
+  it('takes --no-<flag> only for booleans that make sense negated, and each subcommand only its own flags', () => {
+    expect(loadConfig('run', ['--no-prune'], { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' }).config.prune).toBe(
+      false,
+    );
+    expect(() =>
+      loadConfig('events', ['discard', '--no-yes'], { DATABASE_URL: DB }, { sub: 'discard' }),
+    ).toThrow(UsageError);
+    expect(() =>
+      loadConfig('events', ['show', '1', '--status', 'dead'], { DATABASE_URL: DB }, { sub: 'show' }),
+    ).toThrow(/Unknown option '--status'/);
+    expect(
+      loadConfig('events', ['list', '--status', 'dead'], { DATABASE_URL: DB }, { sub: 'list' }).config.status,
+    ).toEqual(['dead']);
+  });
+
+  it('tells where each value came from', () => {
+    const { sources } = loadConfig('run', ['--batch-size', '5'], { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' });
+    expect(sources).toMatchObject({ batchSize: 'flag', databaseUrl: 'environment', lingerMs: 'default' });
+  });
 
   it('never echoes a secret in an error', () => {
     let message = '';

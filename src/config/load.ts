@@ -1,9 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
 import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
+import { UsageError } from './usage-error.ts';
 
 /** The resolved configuration: every option with its default applied. */
 export interface Config {
@@ -71,9 +73,13 @@ export interface Config {
   afterId?: number;
   limit: number;
   filter: boolean;
+  all: boolean;
   resetAttempts: boolean;
   yes: boolean;
   dryRun: boolean;
+  confirmAbove: number;
+  includeReplays: boolean;
+  replayFollow: boolean;
   replayBatchSize: number;
   logLevel: string;
   logFormat: 'auto' | 'json' | 'pretty';
@@ -89,24 +95,33 @@ export interface Loaded {
   config: Config;
   positionals: string[];
   help: boolean;
+  /** Where each option's value came from. */
+  sources: Record<string, Source | 'default'>;
 }
 
-type Source = 'flag' | 'config file' | 'environment';
+export type Source = 'flag' | 'config file' | 'environment';
 
-const OPS_COMMANDS: readonly Command[] = ['status', 'events', 'replay', 'slot'];
+/** What to read for the right usage: the command's own help page, and the option reference. */
+export function configFix(help: string): string {
+  return `see \`outbox-relay ${help} --help\` or docs/configuration.md`;
+}
 
-function invalid(spec: OptionSpec, source: Source, why: string): RelayError {
+/** A bad flag is a usage error (64); a bad file or environment value is bad configuration (78). */
+function invalid(spec: OptionSpec, source: Source, why: string, help: string): Error {
   const where = source === 'flag' ? `--${spec.flag}` : source === 'environment' ? spec.env : `"${spec.key}"`;
+  if (source === 'flag') return new UsageError(`${where}: ${why}`, help);
   return new RelayError(ErrorCode.CONFIG_INVALID, `${where} (${source}): ${why}`, {
     details: { option: spec.key },
+    fix: configFix(help),
   });
 }
 
-function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
+function parseValue(spec: OptionSpec, raw: unknown, source: Source, help: string): unknown {
+  const invalid_ = (why: string) => invalid(spec, source, why, help);
   const show = spec.secret ? '(hidden)' : JSON.stringify(raw);
   switch (spec.type) {
     case 'string':
-      if (typeof raw !== 'string') throw invalid(spec, source, `expected text, got ${show}`);
+      if (typeof raw !== 'string') throw invalid_(`expected text, got ${show}`);
       return raw;
     case 'int': {
       const n =
@@ -115,9 +130,8 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
           : typeof raw === 'string' && /^\s*-?\d+\s*$/.test(raw)
             ? Number(raw)
             : NaN;
-      if (!Number.isSafeInteger(n)) throw invalid(spec, source, `expected a whole number, got ${show}`);
-      if (spec.min !== undefined && n < spec.min)
-        throw invalid(spec, source, `must be at least ${spec.min}, got ${n}`);
+      if (!Number.isSafeInteger(n)) throw invalid_(`expected a whole number, got ${show}`);
+      if (spec.min !== undefined && n < spec.min) throw invalid_(`must be at least ${spec.min}, got ${n}`);
       return n;
     }
     case 'bool': {
@@ -125,18 +139,17 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
       const s = String(raw).trim().toLowerCase();
       if (['1', 'true', 'yes', 'on'].includes(s)) return true;
       if (['0', 'false', 'no', 'off'].includes(s)) return false;
-      throw invalid(spec, source, `expected true or false, got ${show}`);
+      throw invalid_(`expected true or false, got ${show}`);
     }
     case 'enum': {
       if (typeof raw !== 'string' || !spec.values!.includes(raw)) {
-        throw invalid(spec, source, `expected one of ${spec.values!.join(', ')}, got ${show}`);
+        throw invalid_(`expected one of ${spec.values!.join(', ')}, got ${show}`);
       }
       return raw;
     }
     case 'list': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? [raw] : null;
-      if (!items || items.some((i) => typeof i !== 'string'))
-        throw invalid(spec, source, `expected a list, got ${show}`);
+      if (!items || items.some((i) => typeof i !== 'string')) throw invalid_(`expected a list, got ${show}`);
       return (items as string[])
         .flatMap((i) => i.split(','))
         .map((i) => i.trim())
@@ -145,8 +158,7 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
     case 'map': {
       if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
         for (const [k, v] of Object.entries(raw)) {
-          if (typeof v !== 'string')
-            throw invalid(spec, source, `value of ${JSON.stringify(k)} must be text`);
+          if (typeof v !== 'string') throw invalid_(`value of ${JSON.stringify(k)} must be text`);
         }
         return { ...(raw as Record<string, string>) };
       }
@@ -156,7 +168,7 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
         if (item.trim() === '') continue;
         const eq = item.indexOf('=');
         if (eq <= 0 || eq === item.length - 1) {
-          throw invalid(spec, source, `expected KEY=VALUE, got ${JSON.stringify(item)}`);
+          throw invalid_(`expected KEY=VALUE, got ${JSON.stringify(item)}`);
         }
         out[item.slice(0, eq).trim()] = item.slice(eq + 1).trim();
       }
@@ -165,23 +177,63 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source): unknown {
   }
 }
 
-function readSecretFile(spec: OptionSpec, path: string, source: Source): string {
+function readSecretFile(spec: OptionSpec, path: string, source: Source, help: string): string {
   try {
     return readFileSync(path, 'utf8').trim();
   } catch (e) {
-    throw invalid(spec, source, `cannot read the file ${JSON.stringify(path)}: ${(e as Error).message}`);
+    throw invalid(
+      spec,
+      source,
+      `cannot read the file ${JSON.stringify(path)}: ${(e as Error).message}`,
+      help,
+    );
   }
 }
 
-export function loadConfig(command: Command, argv: string[], env: NodeJS.ProcessEnv = process.env): Loaded {
-  const specs = optionsFor(command);
+/** A config file: JSON or YAML (YAML is a superset of JSON, so one parser reads both). */
+function readConfigFile(path: string, help: string): Record<string, unknown> {
+  const bad = (why: string) =>
+    new RelayError(ErrorCode.CONFIG_INVALID, `config file ${JSON.stringify(path)}: ${why}`, {
+      fix: configFix(help),
+    });
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw bad((e as Error).message);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: true });
+  } catch (e) {
+    throw bad(`not valid JSON or YAML: ${(e as Error).message}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw bad('expected a JSON object or a YAML mapping');
+  return doc as Record<string, unknown>;
+}
+
+/**
+ * Flags > config file > environment > defaults, for one command (and subcommand: `events list`
+ * takes only its own flags). Throws UsageError for a bad command line, RelayError
+ * CONFIG_INVALID for a bad file, environment or combination.
+ */
+export function loadConfig(
+  command: Command,
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  opts: { sub?: string; validate?: boolean } = {},
+): Loaded {
+  const { sub, validate: check = true } = opts;
+  const specs = optionsFor(command, sub);
+  const help = sub ? `${command} ${sub}` : command;
   const parseOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
     help: { type: 'boolean', short: 'h' },
   };
   for (const s of specs) {
     if (s.type === 'bool') {
       parseOptions[s.flag] = { type: 'boolean' };
-      parseOptions[`no-${s.flag}`] = { type: 'boolean' };
+      if (s.negatable) parseOptions[`no-${s.flag}`] = { type: 'boolean' };
     } else {
       parseOptions[s.flag] = { type: 'string', multiple: s.type === 'list' || s.type === 'map' };
     }
@@ -191,83 +243,97 @@ export function loadConfig(command: Command, argv: string[], env: NodeJS.Process
   try {
     parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new RelayError(
-      ErrorCode.CONFIG_INVALID,
-      `${(e as Error).message.replace(/\. To specify.*$/s, '')} (see \`outbox-relay ${command} --help\`)`,
-    );
+    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''), help);
   }
   const flags = parsed.values as Record<string, unknown>;
 
   const fromFlags: Record<string, unknown> = {};
   const fromEnv: Record<string, unknown> = {};
   for (const s of specs) {
-    if (s.type === 'bool' && flags[`no-${s.flag}`]) fromFlags[s.key] = false;
-    else if (flags[s.flag] !== undefined) fromFlags[s.key] = parseValue(s, flags[s.flag], 'flag');
+    if (s.type === 'bool' && s.negatable && flags[`no-${s.flag}`]) fromFlags[s.key] = false;
+    else if (flags[s.flag] !== undefined) fromFlags[s.key] = parseValue(s, flags[s.flag], 'flag', help);
     else if (s.secret && typeof flags[`${s.flag}-file`] === 'string') {
-      fromFlags[s.key] = readSecretFile(s, flags[`${s.flag}-file`] as string, 'flag');
+      fromFlags[s.key] = readSecretFile(s, flags[`${s.flag}-file`] as string, 'flag', help);
     }
     if (s.env && env[s.env] !== undefined && env[s.env] !== '')
-      fromEnv[s.key] = parseValue(s, env[s.env], 'environment');
+      fromEnv[s.key] = parseValue(s, env[s.env], 'environment', help);
     else if (s.secret && s.env && env[`${s.env}_FILE`]) {
-      fromEnv[s.key] = readSecretFile(s, env[`${s.env}_FILE`]!, 'environment');
+      fromEnv[s.key] = readSecretFile(s, env[`${s.env}_FILE`]!, 'environment', help);
     }
   }
 
   const fromFile: Record<string, unknown> = {};
   const configPath = (fromFlags.config ?? fromEnv.config) as string | undefined;
   if (configPath) {
-    let json: unknown;
-    try {
-      json = JSON.parse(readFileSync(configPath, 'utf8'));
-    } catch (e) {
-      throw new RelayError(
-        ErrorCode.CONFIG_INVALID,
-        `config file ${JSON.stringify(configPath)}: ${(e as Error).message}`,
-      );
-    }
-    if (!json || typeof json !== 'object' || Array.isArray(json)) {
-      throw new RelayError(
-        ErrorCode.CONFIG_INVALID,
-        `config file ${JSON.stringify(configPath)}: expected a JSON object`,
-      );
-    }
     const known = new Map(specs.map((s) => [s.key, s]));
-    // The operator commands read the relay's own config file: options of `run` are not theirs to reject.
-    const shared = OPS_COMMANDS.includes(command) ? new Set(OPTIONS.map((o) => o.key)) : new Set<string>();
-    for (const [k, v] of Object.entries(json)) {
+    // One file serves every command: keys of other commands (or subcommands) are not this one's to reject.
+    const everyKey = new Set(OPTIONS.map((o) => o.key));
+    for (const [k, v] of Object.entries(readConfigFile(configPath, help))) {
       const s = known.get(k);
-      if (!s && shared.has(k)) continue;
-      if (!s) {
+      if (s) fromFile[k] = parseValue(s, v, 'config file', help);
+      else if (!everyKey.has(k)) {
         throw new RelayError(
           ErrorCode.CONFIG_INVALID,
-          `config file ${JSON.stringify(configPath)}: unknown option "${k}" for \`${command}\` (known: ${[...known.keys()].join(', ')})`,
+          `config file ${JSON.stringify(configPath)}: unknown option "${k}"${closest(k, [...everyKey])}`,
+          { details: { option: k }, fix: configFix(help) },
         );
       }
-      fromFile[k] = parseValue(s, v, 'config file');
     }
   }
 
   const config: Record<string, unknown> = {};
+  const sources: Loaded['sources'] = {};
   for (const s of specs) {
-    const v = fromFlags[s.key] ?? fromFile[s.key] ?? fromEnv[s.key] ?? s.default;
+    const [v, from] =
+      fromFlags[s.key] !== undefined
+        ? [fromFlags[s.key], 'flag' as const]
+        : fromFile[s.key] !== undefined
+          ? [fromFile[s.key], 'config file' as const]
+          : fromEnv[s.key] !== undefined
+            ? [fromEnv[s.key], 'environment' as const]
+            : [s.default, 'default' as const];
     config[s.key] = Array.isArray(v) ? [...v] : v && typeof v === 'object' ? { ...v } : v;
+    sources[s.key] = from;
   }
   if (config.kafkaBrokers === undefined) config.kafkaBrokers = [];
   const loaded: Loaded = {
     config: config as unknown as Config,
     positionals: parsed.positionals,
     help: !!flags.help,
+    sources,
   };
-  if (!loaded.help) validate(command, loaded.config, specs);
+  if (!loaded.help && check) validate(command, loaded.config, specs, help);
   return loaded;
 }
 
-function validate(command: Command, c: Config, specs: OptionSpec[]): void {
+/** ` (did you mean "x"?)` for a near miss (edit distance 1–2), else nothing. */
+function closest(word: string, candidates: string[]): string {
+  const distance = (a: string, b: string): number => {
+    const d = Array.from({ length: b.length + 1 }, (_, i) => i);
+    for (let i = 1; i <= a.length; i++) {
+      let prev = d[0]!;
+      d[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const cur = d[j]!;
+        d[j] = Math.min(d[j]! + 1, d[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+        prev = cur;
+      }
+    }
+    return d[b.length]!;
+  };
+  const best = candidates
+    .map((c) => [c, distance(word.toLowerCase(), c.toLowerCase())] as const)
+    .sort((x, y) => x[1] - y[1])[0];
+  return best && best[1] <= 2 ? ` (did you mean "${best[0]}"?)` : '';
+}
+
+export function validate(command: Command, c: Config, specs: OptionSpec[], help: string = command): void {
   const spec = (key: string) => specs.find((s) => s.key === key)!;
   const fail = (key: string, why: string) => {
     const s = spec(key);
     return new RelayError(ErrorCode.CONFIG_INVALID, `--${s.flag}${s.env ? ` / ${s.env}` : ''}: ${why}`, {
       details: { option: key },
+      fix: configFix(help),
     });
   };
   if (command !== 'demo') {

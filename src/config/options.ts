@@ -18,6 +18,16 @@ export interface OptionSpec {
   min?: number;
   /** Never logged; may also come from the file named by `<ENV>_FILE` or `<flag>-file`. */
   secret?: boolean;
+  /**
+   * Booleans only: also accept `--no-<flag>`, to turn off a default of true or a value from the
+   * config file or the environment. Action switches (--yes, --dry-run, --json…) have no negation.
+   */
+  negatable?: boolean;
+  /**
+   * For commands with subcommands (events, slot): the subcommands that take this option. Absent:
+   * all of them. Each subcommand's --help lists only its options, and rejects the others.
+   */
+  subcommands?: readonly string[];
   group: string;
   doc: string;
   commands: readonly Command[];
@@ -128,6 +138,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'kafka-ssl',
     env: 'KAFKA_SSL',
     type: 'bool',
+    negatable: true,
     default: false,
     group: 'Kafka',
     doc: 'Connect to the brokers over TLS.',
@@ -206,6 +217,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'kafka-auto-create-topics',
     env: 'KAFKA_AUTO_CREATE_TOPICS',
     type: 'bool',
+    negatable: true,
     default: false,
     group: 'Kafka',
     doc: 'Let the producer ask the broker to create missing topics (off: a missing topic is an error for that event).',
@@ -325,6 +337,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'mark-published',
     env: 'OUTBOX_MARK_PUBLISHED',
     type: 'bool',
+    negatable: true,
     default: true,
     group: 'Pipeline',
     doc: "Set status = 'published' on rows the broker acknowledged, before confirming them. Off (--no-mark-published) saves one UPDATE per batch; rows then stay 'pending', and retention prunes them by age once the slot has confirmed past them.",
@@ -512,6 +525,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'prune',
     env: 'OUTBOX_PRUNE',
     type: 'bool',
+    negatable: true,
     default: true,
     group: 'Retention',
     doc: 'Delete settled rows older than their retention window (published and discarded; dead only with --retention-dead-ms), in small batches, one relay at a time. Off with --no-prune.',
@@ -594,6 +608,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'status',
     flag: 'status',
     type: 'list',
+    subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
     doc: 'Only events in these statuses (comma-separated; pending, published, failed, dead, parked, discarded). Default: failed,dead,parked for events list/count; failed,dead for resend/discard --filter (the only ones allowed there); published,pending for replay.',
     commands: ['events', 'replay'],
@@ -602,6 +617,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'since',
     flag: 'since',
     type: 'string',
+    subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
     doc: 'Only events created at or after this time: ISO-8601 (2026-11-20, 2026-11-20T14:05:00Z, 2026-11-20T14:05+02:00; no offset = UTC) or a duration back from now (90s, 30m, 2h, 7d, 1w). Required by replay.',
     commands: ['events', 'replay'],
@@ -610,6 +626,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'until',
     flag: 'until',
     type: 'string',
+    subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
     doc: 'Only events created before this time (exclusive); same forms as --since.',
     commands: ['events', 'replay'],
@@ -618,6 +635,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'aggregateType',
     flag: 'aggregate-type',
     type: 'string',
+    subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
     doc: 'Only events of this aggregate_type.',
     commands: ['events', 'replay'],
@@ -626,6 +644,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'aggregateId',
     flag: 'aggregate-id',
     type: 'string',
+    subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
     doc: 'Only events of this aggregate_id.',
     commands: ['events', 'replay'],
@@ -643,6 +662,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'after-id',
     type: 'int',
     min: 0,
+    subcommands: ['list', 'count'],
     group: 'Operator',
     doc: 'events list/count: only events with id > N (paging: pass the last id of the previous page).',
     commands: ['events'],
@@ -653,6 +673,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'int',
     default: 100,
     min: 1,
+    subcommands: ['list'],
     group: 'Operator',
     doc: 'events list: most events per page (in id order).',
     commands: ['events'],
@@ -662,15 +683,56 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'filter',
     type: 'bool',
     default: false,
+    subcommands: ['resend', 'discard'],
     group: 'Operator',
-    doc: 'events resend/discard: act on every event matching --status/--since/--until/--aggregate-type/--aggregate-id instead of the ids given.',
+    doc: 'events resend/discard: act on every event matching --status/--since/--until/--aggregate-type/--aggregate-id instead of the ids given. At least one of those (or --all) is required.',
     commands: ['events'],
+  },
+  {
+    key: 'all',
+    flag: 'all',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    subcommands: ['resend', 'discard'],
+    doc: 'events resend/discard --filter: every failed and dead event, with no other filter (a filter with no criteria is refused without it).',
+    commands: ['events'],
+  },
+  {
+    key: 'confirmAbove',
+    flag: 'confirm-above',
+    type: 'int',
+    default: 1000,
+    min: 0,
+    group: 'Operator',
+    subcommands: ['resend'],
+    doc: 'replay, events resend --filter: ask for confirmation (or --yes) before changing more than this many rows; 0 = always ask.',
+    commands: ['replay', 'events'],
+  },
+  {
+    key: 'includeReplays',
+    flag: 'include-replays',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: 'replay: also copy rows that are themselves replay copies (header x-replay-of). By default a window is replayed once, however many replays ran over it.',
+    commands: ['replay'],
+  },
+  {
+    key: 'replayFollow',
+    flag: 'follow',
+    type: 'bool',
+    default: false,
+    group: 'Operator',
+    doc: "replay: after inserting, wait until every copy is published (status 'published'; needs the relay's default --mark-published), showing progress; exit 69 if a copy fails for good (dead).",
+    commands: ['replay'],
   },
   {
     key: 'resetAttempts',
     flag: 'reset-attempts',
     type: 'bool',
     default: false,
+    subcommands: ['resend'],
     group: 'Operator',
     doc: 'events resend: set attempts back to 0, so the event gets the full --max-attempts again (default: attempts kept).',
     commands: ['events'],
@@ -680,18 +742,20 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'yes',
     type: 'bool',
     default: false,
+    subcommands: ['resend', 'discard', 'drop'],
     group: 'Operator',
-    doc: 'events discard, slot drop: do it without the interactive confirmation (needed when stdin is not a terminal).',
-    commands: ['events', 'slot'],
+    doc: 'Do it without the interactive confirmation (needed when stdin is not a terminal): events discard and slot drop always ask; replay and events resend --filter ask when they would change more than --confirm-above rows.',
+    commands: ['events', 'slot', 'replay'],
   },
   {
     key: 'dryRun',
     flag: 'dry-run',
     type: 'bool',
     default: false,
+    subcommands: ['resend', 'discard'],
     group: 'Operator',
-    doc: 'replay: count the matching rows, insert nothing.',
-    commands: ['replay'],
+    doc: 'Show what would change (how many rows, which ids), change nothing: replay, events resend --filter, events discard --filter.',
+    commands: ['replay', 'events'],
   },
   {
     key: 'replayBatchSize',
@@ -710,7 +774,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'OUTBOX_CONFIG',
     type: 'string',
     group: 'General',
-    doc: 'JSON config file whose keys are the camelCase option names (e.g. {"kafkaBrokers": ["k1:9092"]}).',
+    doc: 'Config file, JSON or YAML, whose keys are the camelCase option names (e.g. {"kafkaBrokers": ["k1:9092"]}). Every command reads the same file: keys of other commands are accepted and ignored, unknown keys are an error. `outbox-relay config print` shows the result.',
     commands: ALL,
   },
   {
@@ -740,6 +804,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: 'http',
     flag: 'http',
     type: 'bool',
+    negatable: true,
     default: true,
     group: 'HTTP',
     doc: 'Serve GET /metrics (Prometheus), /healthz (liveness) and /readyz (readiness: streaming or not); off with --no-http.',
@@ -772,6 +837,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'console',
     env: 'OUTBOX_CONSOLE',
     type: 'bool',
+    negatable: true,
     default: false,
     group: 'Console',
     doc: 'Serve the operator console under /console on the HTTP server (same host and port as /metrics): relay and slot health, failed/dead/parked events, resend, discard and replay. Off by default: it shows event payloads to whoever reaches the port. Read-only unless an operator token is configured. docs/console.md.',
@@ -789,6 +855,17 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
-export function optionsFor(command: Command): OptionSpec[] {
-  return OPTIONS.filter((o) => o.commands.includes(command));
+/** The options of a command; of one of its subcommands when `sub` is given (events list, slot drop). */
+export function optionsFor(command: Command, sub?: string): OptionSpec[] {
+  return OPTIONS.filter(
+    (o) =>
+      o.commands.includes(command) &&
+      (sub === undefined || !o.subcommands || !SUBCOMMANDS[command] || o.subcommands.includes(sub)),
+  );
 }
+
+/** Commands that take a subcommand first, and their subcommands. */
+export const SUBCOMMANDS: Partial<Record<Command, readonly string[]>> = {
+  events: ['list', 'count', 'show', 'resend', 'discard'],
+  slot: ['drop'],
+};

@@ -10,7 +10,7 @@ export interface LoggerOptions {
 }
 
 /**
- * Structured JSON logs on stderr (pretty when stderr is a terminal and pino-pretty is installed).
+ * Structured JSON logs on stderr (pretty when stderr is a terminal; without colours under NO_COLOR).
  * Secrets never reach a log line: config values are logged only through redacted summaries,
  * and these paths are redacted as a second line of defence.
  */
@@ -29,12 +29,20 @@ export async function createLogger(opts: LoggerOptions): Promise<Logger> {
   if (pretty) {
     try {
       const { default: pinoPretty } = await import('pino-pretty');
-      return pino(base, pinoPretty({ destination: fd, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }));
+      return pino(
+        base,
+        pinoPretty({ destination: fd, colorize: useColor(), translateTime: 'SYS:HH:MM:ss.l' }),
+      );
     } catch {
-      // pino-pretty is a dev dependency: fall back to JSON where it is not installed.
+      // pino-pretty is a dependency; should it be missing (a pruned install), fall back to JSON.
     }
   }
   return pino(base, pino.destination({ fd, sync: false }));
+}
+
+/** Colours unless NO_COLOR is set to anything but the empty string (https://no-color.org). */
+export function useColor(env: NodeJS.ProcessEnv = process.env): boolean {
+  return !env.NO_COLOR;
 }
 
 /** A logger that drops everything (tests, library use). */

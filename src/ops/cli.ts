@@ -1,5 +1,4 @@
 import pg from 'pg';
-import { EXIT } from '../cli/exit-codes.ts';
 import type { Config } from '../config/load.ts';
 import type { Command } from '../config/options.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -22,7 +21,7 @@ const RUN = { status: statusCommand, events: eventsCommand, replay: replayComman
 
 /**
  * Runs an operator command on one plain connection (never the replication one), so it works
- * beside a running relay. Bad input exits 64 and changes nothing.
+ * beside a running relay. Bad input (OpsInputError) exits 64 and changes nothing.
  */
 export async function runOpsCommand(
   cmd: OpsCommand,
@@ -38,9 +37,11 @@ export async function runOpsCommand(
   try {
     return await RUN[cmd](opsContext(config, client, log), args);
   } catch (e) {
-    if (!(e instanceof OpsInputError)) throw e;
-    process.stderr.write(`outbox-relay ${cmd}: ${e.message}\n`);
-    return EXIT.USAGE;
+    // Reported once by the CLI (exit 64), with this command's help page as the hint.
+    if (e instanceof OpsInputError && e.help === undefined) {
+      e.help = cmd === 'events' || cmd === 'slot' ? [cmd, args[0]].filter(Boolean).join(' ') : cmd;
+    }
+    throw e;
   } finally {
     await client.end();
   }

@@ -173,36 +173,58 @@ async function show(ctx: OpsContext, id: string): Promise<number> {
   return EXIT.OK;
 }
 
-/** resend / discard: ids, or --filter with the list filters; failed and dead events only. */
+/** A filter that names no criterion would select every failed and dead event: that takes --all. */
+function hasCriterion(c: OpsContext['config']): boolean {
+  return [c.status?.length ? c.status : undefined, c.since, c.until, c.aggregateType, c.aggregateId].some(
+    (v) => v !== undefined,
+  );
+}
+
+/** resend / discard: ids, or --filter with the list filters (or --all); failed and dead events only. */
 async function resolve(ctx: OpsContext, action: 'resend' | 'discard', rest: string[]): Promise<number> {
   const c = ctx.config;
   const ids = parseIds(rest);
-  if (ids.length > 0 && c.filter)
+  const byFilter = c.filter || c.all;
+  if (ids.length > 0 && byFilter)
     throw new OpsInputError(`events ${action}: give event ids or --filter, not both`);
-  if (ids.length === 0 && !c.filter) {
+  if (ids.length === 0 && !byFilter) {
     throw new OpsInputError(
       `events ${action}: give event ids, or --filter with --status/--since/… to select them`,
     );
   }
-  const filter = c.filter
+  if (byFilter && !c.all && !hasCriterion(c)) {
+    throw new OpsInputError(
+      `events ${action} --filter: name a filter (--status, --since, --until, --aggregate-type, --aggregate-id), or pass --all for every failed and dead event`,
+    );
+  }
+  const filter = byFilter
     ? parseFilter(filterOptions(c), { allowed: RESOLVABLE, fallback: RESOLVABLE })
     : null;
   const what = filter ? { filter: describeFilter(filter) } : { ids };
   // Validates before anything changes: every named id exists and is failed or dead.
   const plan = await selectTargets(ctx.db, ctx.table, filter ? { filter } : { ids }, RESOLVABLE);
+  const shown = plan.length > 10 ? `${plan.slice(0, 10).join(', ')}, …` : plan.join(', ');
+  if (c.dryRun) {
+    if (c.json) ctx.out(JSON.stringify({ action, dryRun: true, count: plan.length, ids: plan }));
+    else
+      ctx.out(
+        `${plan.length} event(s) would be ${action === 'resend' ? 'resent' : 'discarded'}${plan.length ? ` (${shown})` : ''}`,
+      );
+    return EXIT.OK;
+  }
   if (plan.length === 0) {
     report(ctx, action, 0);
     return EXIT.OK;
   }
-  if (action === 'discard') {
-    const shown = plan.length > 10 ? `${plan.slice(0, 10).join(', ')}, …` : plan.join(', ');
-    const ok = await confirm(`Discard ${plan.length} event(s) (${shown}) for good?`, c.yes);
-    if (!ok) {
-      process.stderr.write(
-        `outbox-relay: not confirmed (pass --yes, or answer y on a terminal); nothing changed\n`,
-      );
-      return EXIT.USAGE;
-    }
+  // discard always asks; a filtered resend asks when it touches more than --confirm-above rows.
+  const ask =
+    action === 'discard'
+      ? `Discard ${plan.length} event(s) (${shown}) for good?`
+      : filter && plan.length > c.confirmAbove
+        ? `Resend ${plan.length} event(s) (${shown})?`
+        : null;
+  if (ask && !(await confirm(ask, c.yes))) {
+    throw new OpsInputError('not confirmed (pass --yes, or answer y on a terminal); nothing changed');
   }
   // The updates are guarded by status: a row the sweeper published meanwhile is left alone.
   const n =

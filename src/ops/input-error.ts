@@ -1,10 +1,12 @@
+import { UsageError } from '../config/usage-error.ts';
+
 /**
  * Bad operator input (unknown status, malformed time, an id that does not exist): the
- * command prints the message, changes nothing and exits 64 (usage).
+ * command prints the message, changes nothing and exits 64 (usage), like any usage error.
  */
-export class OpsInputError extends Error {
-  constructor(message: string) {
-    super(message);
+export class OpsInputError extends UsageError {
+  constructor(message: string, help?: string) {
+    super(message, help);
     this.name = 'OpsInputError';
   }
 }

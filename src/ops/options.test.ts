@@ -66,7 +66,17 @@ describe('operator command options', () => {
     expect(flags('replay')).toEqual(
       expect.arrayContaining(['since', 'until', 'event-id', 'dry-run', 'replay-batch-size']),
     );
-    expect(flags('replay')).not.toContain('yes');
+    expect(flags('replay')).toEqual(
+      expect.arrayContaining(['yes', 'include-replays', 'follow', 'confirm-above']),
+    );
+    // Each events subcommand takes only its own options.
+    const sub = (s: string) => optionsFor('events', s).map((o) => o.flag);
+    expect(sub('show')).not.toContain('status');
+    expect(sub('list')).not.toContain('yes');
+    expect(sub('list')).toContain('limit');
+    expect(sub('count')).not.toContain('limit');
+    expect(sub('discard')).toEqual(expect.arrayContaining(['filter', 'all', 'dry-run', 'yes']));
+    expect(sub('discard')).not.toContain('reset-attempts');
     expect(flags('slot')).toEqual(expect.arrayContaining(['yes', 'slot']));
     expect(flags('slot')).not.toContain('kafka-brokers');
   });
