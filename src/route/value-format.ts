@@ -1,5 +1,5 @@
 import { create, toBinary, toJsonString } from '@bufbuild/protobuf';
-import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { type Timestamp, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { type Envelope, EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
 import type { OutboxEvent } from './event.ts';
 
@@ -55,6 +55,23 @@ export function eventVersionOf(raw: unknown): number {
   return n >= 1 && n <= MAX_UINT32 ? n : 1;
 }
 
+/**
+ * A Date holds milliseconds; created_at has microseconds. A timestamptz parser that keeps them
+ * (the CLI installs one: src/cli/main.ts) sets this on the Date: the microseconds within its
+ * millisecond, 0–999.
+ */
+export const SUB_MILLISECOND_MICROS = Symbol.for('pg-outbox-relay.subMillisecondMicros');
+
+/** The row's created_at as a protobuf Timestamp, to the microsecond when the Date carries them. */
+export function timestampOf(d: Date): Timestamp {
+  const ts = timestampFromDate(d);
+  const micros = (d as unknown as Record<symbol, unknown>)[SUB_MILLISECOND_MICROS];
+  if (typeof micros === 'number' && Number.isInteger(micros) && micros > 0 && micros < 1000) {
+    ts.nanos += micros * 1000;
+  }
+  return ts;
+}
+
 /** The Envelope of a row. Pure. */
 export function toEnvelope(event: OutboxEvent): Envelope {
   const headers: Record<string, string> = {};
@@ -67,7 +84,7 @@ export function toEnvelope(event: OutboxEvent): Envelope {
     eventVersion: eventVersionOf(event.headers[ENVELOPE_HEADER.eventVersion]),
     aggregateType: event.aggregateType,
     aggregateId: event.aggregateId,
-    occurredAt: timestampFromDate(event.createdAt),
+    occurredAt: timestampOf(event.createdAt),
     traceparent: event.traceparent ?? '',
     headers,
     contentType: event.contentType,

@@ -4,6 +4,7 @@ import {
   Kafka,
   logLevel,
   type Message,
+  Partitioners,
   type Producer,
   type ProducerConfig,
   type SASLOptions,
@@ -49,12 +50,21 @@ function sasl(c: KafkaSinkConfig): SASLOptions | undefined {
   } as SASLOptions;
 }
 
+/**
+ * kafkajs warnings that do not apply to the relay. kafkajs warns that limited retries "may
+ * invalidate EoS guarantees" of an idempotent producer: the relay promises at-least-once, not
+ * exactly-once, and its own loop re-sends a failed batch, in order, until the broker
+ * acknowledges it (duplicates are deduplicated by event_id downstream).
+ */
+const NOT_APPLICABLE = [/^Limiting retries for the idempotent producer may invalidate EoS guarantees/];
+
 /** kafkajs log levels → pino; kafkajs is chatty at info, so only warnings and errors pass. */
 function logCreator(log: Logger) {
   return () =>
     ({ level, log: entry }: { level: number; log: { message: string } & Record<string, unknown> }) => {
       const { message, timestamp: _t, logger: _l, ...rest } = entry;
-      if (level === logLevel.ERROR) log.error(rest, `kafkajs: ${message}`);
+      if (NOT_APPLICABLE.some((p) => p.test(message))) log.debug(rest, `kafkajs: ${message}`);
+      else if (level === logLevel.ERROR) log.error(rest, `kafkajs: ${message}`);
       else if (level === logLevel.WARN) log.warn(rest, `kafkajs: ${message}`);
     };
 }
@@ -93,6 +103,9 @@ export class KafkaSink implements Sink {
       logCreator: logCreator(log.child({ component: 'kafkajs' })),
     });
     this.#producerConfig = {
+      // kafkajs 2's default, named so it does not warn that the default changed: murmur2 of
+      // the key, as the Java client partitions (consumers of other clients agree on partitions).
+      createPartitioner: Partitioners.DefaultPartitioner,
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: c.kafkaAutoCreateTopics,
