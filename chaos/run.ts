@@ -1,0 +1,135 @@
+/**
+ * The chaos suite (issue 10): each scenario starts its own throwaway PostgreSQL and its own real
+ * Kafka broker(s), runs the relay as a child process of the real CLI, writes events (several
+ * keys, a seq per key) while a fault happens, and reads the topics back with a separate consumer.
+ *
+ *   npm run chaos                          every scenario, one after the other
+ *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
+ *   npm run chaos -- --list
+ *
+ * Prints one line per scenario, then a markdown table and one JSON line. Exit 1 on any loss,
+ * per-key order violation or broken check. Relay logs: the directory printed at the start.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { Env } from './lib/env.ts';
+import { json, line, type Result, table } from './lib/format.ts';
+import type { Scenario } from './lib/scenario.ts';
+import { tally } from './lib/tally.ts';
+import { SCENARIOS } from './scenarios/index.ts';
+
+hideKafkajsTimeoutWarnings();
+
+function parseArgs(argv: string[]): { list: boolean; names: string[] } {
+  const names: string[] = [];
+  let list = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--list') list = true;
+    else if (a === '--scenario') names.push(argv[++i] ?? '');
+    else if (a.startsWith('--scenario=')) names.push(a.slice('--scenario='.length));
+    else if (a === '--help' || a === '-h') {
+      console.log('npm run chaos [-- --list] [-- --scenario NAME ...]');
+      process.exit(0);
+    } else {
+      console.error(`unknown argument ${a} (try --list or --scenario NAME)`);
+      process.exit(2);
+    }
+  }
+  return { list, names };
+}
+
+const live = new Set<Env>();
+
+async function runOne(s: Scenario, outRoot: string): Promise<Result> {
+  const env = new Env(s.name, outRoot, (l) => console.error(l));
+  live.add(env);
+  const started = Date.now();
+  const failures: string[] = [];
+  let outcome = null as Awaited<ReturnType<Scenario['run']>> | null;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    outcome = await Promise.race([
+      s.run(env),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`did not finish within ${s.budgetMs / 1000} s`)),
+          s.budgetMs,
+        );
+      }),
+    ]);
+  } catch (e) {
+    failures.push(`error: ${(e as Error).message.split('\n')[0]}`);
+  } finally {
+    clearTimeout(timer);
+  }
+  const durationMs = Date.now() - started;
+  const problems = env.relayProblems();
+  await env.close().catch((e) => failures.push(`cleanup: ${(e as Error).message}`));
+  live.delete(env);
+  const t = tally(outcome?.written ?? [], outcome?.read ?? []);
+  if (t.lost > 0) failures.push(`${t.lost} lost, e.g. ${t.lostSample.join(', ')}`);
+  if (t.orderViolations > 0)
+    failures.push(`${t.orderViolations} order violations, e.g. ${t.violationSample.join('; ')}`);
+  failures.push(...(outcome?.checks ?? []));
+  const { lostSample: _l, violationSample: _v, ...counts } = t;
+  const result: Result = {
+    scenario: s.name,
+    pass: failures.length === 0,
+    ...counts,
+    maxRetainedWalBytes: env.maxRetainedWal,
+    takeoverMs: outcome?.takeoverMs ?? null,
+    recoveryMs: outcome?.recoveryMs ?? null,
+    durationMs,
+    failures,
+    notes: outcome?.notes ?? [],
+  };
+  console.log(line(result));
+  for (const f of failures) console.log(`    ✗ ${f}`);
+  for (const n of result.notes) console.log(`    · ${n}`);
+  if (!result.pass && problems.length > 0) {
+    console.log(`    relay warnings/errors (logs in ${env.outDir}):`);
+    for (const p of problems) console.log(`      ${p}`);
+  }
+  return result;
+}
+
+async function main(): Promise<number> {
+  const { list, names } = parseArgs(process.argv.slice(2));
+  if (list) {
+    for (const s of SCENARIOS) console.log(`${s.name.padEnd(18)} ${s.summary}`);
+    return 0;
+  }
+  const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
+  if (unknown.length > 0) {
+    console.error(`unknown scenario(s): ${unknown.join(', ')}; --list shows them`);
+    return 2;
+  }
+  const chosen = names.length > 0 ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS;
+  const outRoot = mkdtempSync(join(tmpdir(), 'chaos-'));
+  console.error(`chaos: ${chosen.length} scenario(s); relay logs under ${outRoot}`);
+  const results: Result[] = [];
+  for (const s of chosen) results.push(await runOne(s, outRoot));
+  console.log('');
+  console.log(table(results));
+  console.log('');
+  console.log(json(results));
+  return results.every((r) => r.pass) ? 0 : 1;
+}
+
+// Ctrl-C: take the running scenario's relays, brokers and database down, then exit.
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    console.error('chaos: interrupted, cleaning up (again to exit at once: brokers may then stay up)');
+    void Promise.allSettled([...live].map((e) => e.close())).then(() => process.exit(130));
+  });
+}
+
+process.exitCode = await main();
+// kafkajs and pg may keep timers; the results are printed.
+setTimeout(() => process.exit(process.exitCode), 500).unref();

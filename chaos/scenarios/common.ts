@@ -1,0 +1,33 @@
+/** Pieces every streaming scenario shares: keys, the topic, the final drain and read-back. */
+import type { Env } from '../lib/env.ts';
+import { keySeqs } from '../lib/read-back.ts';
+import type { Outcome } from '../lib/scenario.ts';
+import type { Writer } from '../lib/writer.ts';
+
+export const TOPIC_OF = (type: string) => `outbox.event.${type}`;
+
+export function keys(prefix: string, n: number): string[] {
+  return Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+}
+
+/**
+ * Waits (bounded) until no row is pending, then reads `topics` back. A row still pending is a
+ * broken promise (wedged or lost on the way), reported as a check.
+ */
+export async function drainAndRead(
+  env: Env,
+  writers: Writer[],
+  topics: string[],
+  checks: string[],
+  timeoutMs = 60_000,
+): Promise<Pick<Outcome, 'written' | 'read'>> {
+  if (!(await env.waitNothingPending(timeoutMs))) {
+    checks.push(
+      `rows still pending ${timeoutMs / 1000} s after the writers stopped: ${JSON.stringify(await env.statusCounts())}`,
+    );
+  }
+  await env.stopSampling();
+  const records = await env.readBack(topics);
+  env.log(`read back ${records.length} records from ${topics.join(', ')}`);
+  return { written: writers.flatMap((w) => w.written), read: keySeqs(records) };
+}
