@@ -1,0 +1,70 @@
+/**
+ * Rough edges a new user hit: kafkajs warnings on every start, and the envelope's occurred_at
+ * cut to milliseconds.
+ */
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.ts';
+import { KafkaSink } from '../src/sinks/kafka.ts';
+import { useTestDatabase, waitFor } from './support/postgres.ts';
+import { migrateDb, type RelayProcess, slotOf, spawnCli } from './support/relay.ts';
+
+describe('kafkajs', () => {
+  it('creating the Kafka sink logs no warning (partitioner, EoS) at the default level', async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const out = new Writable({
+      write(chunk, _enc, done) {
+        for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+        done();
+      },
+    });
+    const log = pino({ level: 'debug' }, out);
+    const { config } = loadConfig(
+      'run',
+      ['--database-url', 'postgres://db/app', '--kafka-brokers', '127.0.0.1:1'],
+      {},
+    );
+    const sink = new KafkaSink(config, log);
+    await new Promise((r) => setImmediate(r));
+    const warnings = lines.filter((l) => l.level >= 40).map((l) => l.msg);
+    expect(warnings).toEqual([]);
+    // The EoS message is kept at debug, with the reason it does not apply in the code.
+    expect(lines.some((l) => /EoS guarantees/.test(l.msg) && l.level === 20)).toBe(true);
+    expect(lines.some((l) => /switched default partitioner/.test(l.msg))).toBe(false);
+    await sink.stop();
+  });
+});
+
+describe('envelope occurred_at', () => {
+  const db = useTestDatabase();
+  let relay: RelayProcess | undefined;
+  afterAll(async () => {
+    relay?.kill('SIGTERM');
+    await relay?.exited;
+  });
+
+  it('keeps the microseconds of created_at', async () => {
+    await migrateDb(db);
+    relay = spawnCli([
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'stdout',
+      '--no-http',
+      '--value-format',
+      'envelope-json',
+    ]);
+    await relay.waitForLog(/streaming from the slot/);
+    await db.query(
+      `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, created_at)
+       VALUES ('Order', '1', 'OrderPlaced', convert_to('{}', 'UTF8'), '2026-11-20 14:05:00.123456+00')`,
+    );
+    await waitFor(() => relay!.stdout().includes('OrderPlaced'), { timeoutMs: 20_000 });
+    const line = JSON.parse(relay.stdout().trim().split('\n')[0]!) as { value: string };
+    expect(JSON.parse(line.value).occurredAt).toBe('2026-11-20T14:05:00.123456Z');
+  });
+});
