@@ -528,8 +528,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     negatable: true,
     default: true,
     group: 'Retention',
-    doc: 'Delete settled rows older than their retention window (published and discarded; dead only with --retention-dead-ms), in small batches, one relay at a time. Off with --no-prune.',
-    commands: RUN,
+    doc: 'Delete settled rows older than their retention window (published and discarded; dead only with --retention-dead-ms), in small batches, one relay at a time. Off with --no-prune. `check` and `status` read it too: with --no-prune the relay needs no DELETE on the table.',
+    commands: [...RUN, 'check', 'status'],
   },
   {
     key: 'retentionPublishedMs',

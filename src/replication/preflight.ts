@@ -9,7 +9,7 @@ export interface PreflightTarget {
   table: string;
   publication: string;
   slot: string;
-  /** Retention pruning (run's --prune); false drops the DELETE requirement, undefined keeps it. */
+  /** Retention pruning (--prune, also an option of check and status); false drops the DELETE requirement. */
   prune?: boolean;
 }
 
@@ -90,10 +90,9 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     grants.push(grantOn(lacking, sqlName(t.schema, name), roleName));
   }
   if (missing.length) {
-    const why =
-      outbox.includes('DELETE') && t.prune === undefined
-        ? ' (DELETE is for retention pruning: not needed with --no-prune)'
-        : '';
+    const why = outbox.includes('DELETE')
+      ? ' (DELETE is for retention pruning: not needed with --no-prune)'
+      : '';
     throw new RelayError(
       ErrorCode.INSUFFICIENT_PRIVILEGE,
       `role ${roleName} lacks ${missing.join(' and ')}${why}`,

@@ -82,6 +82,10 @@ describe('check verifies what the relay needs; run creates the slot only after t
       `lacks DELETE on public.outbox (DELETE is for retention pruning: not needed with --no-prune)`,
     );
     expect(r.err).toContain(`fix: GRANT DELETE ON public.outbox TO ${r1};`);
+    // A relay that runs with --no-prune needs no DELETE: check takes the same option.
+    const noPrune = await cli(['check', '--no-prune', '--database-url', as(r1), '--slot', slotOf(db)]);
+    expect(noPrune.err).toMatch(/preflight passed/);
+    expect(noPrune.code).toBe(EXIT.OK);
   });
 
   it('a slot migrate did not see: its state row is missing and the role may not insert it', async () => {
