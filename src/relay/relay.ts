@@ -68,13 +68,15 @@ export function toRelayError(e: unknown): RelayError {
 const HEALTHY_SESSION_MS = 5000;
 
 /**
- * The relay's lifecycle: preflight, leader lock, sink, then the slot, then replication
- * sessions, one after another, until stopped. Transient failures (database or broker down) are
+ * The relay's lifecycle: preflight (privileges included), leader lock, slot, sink, then
+ * replication sessions, one after another, until stopped. Transient failures (database or broker down) are
  * retried forever with back-off (state 'waiting'); anything else ends the relay with a RelayError
  * that names the fix.
  *
- * The slot is created last, after every check passed and the sink is up: a relay that dies on
- * privileges or bad configuration leaves no slot behind retaining WAL.
+ * The slot is created only after every check that can end the relay passed (configuration,
+ * privileges, publication, the leader lock): a relay that dies on privileges or bad
+ * configuration leaves no slot behind retaining WAL. A broker outage after that is retried,
+ * like one during streaming.
  *
  * Back-off grows with every failure and resets only after real progress: the session's
  * confirmed position moved, or it streamed for HEALTHY_SESSION_MS. A stream error that merely
@@ -285,6 +287,9 @@ export class Relay {
         let streamed = false;
         try {
           await this.#preflight(pool, lock);
+          // Only now, with every check passed (nothing left that ends the relay), the slot:
+          // created as early as that, so no event committed meanwhile is missed.
+          const slot = await this.#openSlot(pool);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
               throw new RelayError(
@@ -303,9 +308,6 @@ export class Relay {
           if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
           await blocked.reload(pool, c.schema, c.table);
-          // Last: everything else passed, so a slot created now is streamed from at once.
-          const slot = await this.#openSlot(pool);
-          if (stop.aborted) break;
           const session = new ReplicationSession(
             { ...shared, outages: this.#outages, tracer },
             slot.confirmedFlushLsn,
@@ -360,7 +362,6 @@ export class Relay {
           const e = toRelayError(err);
           if (!e.retriable) throw e;
           if (stop.aborted) break;
-          this.#attempt++;
           if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
             if (this.#state !== 'standby')
               this.#log.info(
@@ -371,6 +372,7 @@ export class Relay {
             await sleep(c.standbyPollMs, stop);
             continue;
           }
+          this.#attempt++;
           const poison = session && streamed && !moved ? this.#countPoison(e, session) : null;
           const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
           this.#outages.failed(dependency, e.code, e.message);
@@ -429,7 +431,7 @@ export class Relay {
     return p;
   }
 
-  /** Database checks (a standby fails fast on bad config too), then the leader lock. Creates nothing. */
+  /** Database checks, privileges included (a standby fails fast on them too), then the leader lock. Creates nothing. */
   async #preflight(pool: pg.Pool, lock: LeaderLock): Promise<void> {
     const client = await pool.connect();
     try {
