@@ -1,248 +1,200 @@
 /**
- * Drain benchmark (issue: core relay §5). On one throwaway cluster and in one run:
- * a backlog of 100,000 outbox rows (500-byte payloads, 1,000 aggregates, 100 rows per
- * transaction) is drained by
- *   1. pg_recvlogical (the physical limit: raw decoding of the same slot data, to /dev/null),
- *   2. the relay with the stdout sink (to /dev/null),
- *   3. the relay with the Kafka sink into a real Apache Kafka broker (local, from Maven Central jars),
- * each from its own slot created before the backlog. Prints events/s, ratios and peak RSS.
+ * `npm run bench` (issue 12). On one throwaway PostgreSQL cluster, one real Apache Kafka broker
+ * (local, from Maven Central jars) and in one run:
+ *   1. drains of a bulk backlog (100,000 × 500 B rows, 100 rows per transaction) by pg_recvlogical
+ *      (raw decoding, /dev/null: the physical limit), the relay → stdout and the relay → Kafka;
+ *   2. drains of a backlog of single-row transactions (20,000) by pg_recvlogical and the relay → Kafka;
+ *   3. PostgreSQL's CPU per event during each drain, split into the walsender's decoding and the
+ *      relay's own statements (marking rows, relay state) and background processes;
+ *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
+ *      then a short ramp for the highest rate where lag stays bounded;
+ *   5. peak RSS relaying one 200,000-row transaction;
+ *   6. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
+ *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency.
+ * The last line printed is one JSON object with every figure.
  *
- *   npm run bench [-- --rows 100000 --txn-rows 100]
+ *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 20000 --live-seconds 60
+ *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium]
  */
-import { spawn } from 'node:child_process';
-import { openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import type { Admin } from 'kafkajs';
 import pg from 'pg';
 import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
+import { args } from './args.ts';
+import { createSlots, currentLsn, insertBulk, insertSingles } from './backlog.ts';
+import { createLogAppendTopic, measureLive, ramp } from './live.ts';
+import { runDebezium } from './peer.ts';
+import { postmasterPid } from './pg-cpu.ts';
+import { cpuSeconds, machineNote } from './proc.ts';
+import { drainRecvlogical } from './recvlogical.ts';
+import { drainRelay, type PgContext, startRelay } from './relay.ts';
+import { Report } from './report.ts';
 
-const { values } = parseArgs({
-  options: { rows: { type: 'string', default: '100000' }, 'txn-rows': { type: 'string', default: '100' } },
-});
-const ROWS = Number(values.rows);
-const TXN_ROWS = Number(values['txn-rows']);
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const PUBLICATION = 'outbox_pub';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function peakRssMb(pid: number): number {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : Number.NaN;
-  } catch {
-    return Number.NaN;
-  }
+async function stored(admin: Admin, topic: string): Promise<number> {
+  return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
 }
 
-/** utime + stime of a process, in seconds (/proc/PID/stat, clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-async function confirmedReached(db: pg.Client, slot: string, lsn: string): Promise<boolean> {
-  const r = await db.query<{ ok: boolean }>(
-    'SELECT confirmed_flush_lsn >= $2::pg_lsn AS ok FROM pg_replication_slots WHERE slot_name = $1',
-    [slot, lsn],
-  );
-  return r.rows[0]?.ok === true;
-}
-
-/** Runs the relay CLI on `slot` until the slot is confirmed past `endLsn`; returns seconds and peak RSS. */
-async function timeRelay(url: string, db: pg.Client, slot: string, endLsn: string, args: string[]) {
-  const devnull = openSync('/dev/null', 'w');
-  // BENCH_NODE_ARGS (e.g. --cpu-prof) and BENCH_RELAY_ARGS (relay flags) help profiling.
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const extra = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn(
-    process.execPath,
-    [
-      ...nodeArgs,
-      CLI,
-      'run',
-      '--database-url',
-      url,
-      '--slot',
-      slot,
-      '--log-format',
-      'json',
-      ...args,
-      ...extra,
-    ],
-    {
-      stdio: ['ignore', devnull, 'pipe'],
-    },
-  );
-  let logs = '';
-  let streamingAt = 0;
-  let cpuAtStreaming = 0;
-  child.stderr!.on('data', (d: Buffer) => {
-    logs += d.toString();
-    if (!streamingAt && logs.includes('streaming from the slot')) {
-      streamingAt = performance.now();
-      cpuAtStreaming = cpuSeconds(child.pid!);
-    }
-  });
-  const spawnedAt = performance.now();
-  let peak = 0;
-  const deadline = Date.now() + 600_000;
-  while (!(await confirmedReached(db, slot, endLsn))) {
-    peak = Math.max(peak, peakRssMb(child.pid!));
-    if (child.exitCode !== null) throw new Error(`relay exited ${child.exitCode}:\n${logs.slice(-3000)}`);
-    if (Date.now() > deadline) throw new Error('relay did not drain within 10 minutes');
-    await sleep(20);
-  }
-  const end = performance.now();
-  const cpu = cpuSeconds(child.pid!) - cpuAtStreaming;
-  peak = Math.max(peak, peakRssMb(child.pid!));
-  child.kill('SIGTERM');
-  await new Promise((r) => child.on('exit', r));
-  return {
-    seconds: (end - (streamingAt || spawnedAt)) / 1000,
-    withStartup: (end - spawnedAt) / 1000,
-    peakRssMb: peak,
-    cpuSeconds: cpu,
-  };
+/** Rows the previous drain marked `published` go back to pending, so every drain does the same UPDATE work. */
+async function resetStatus(db: pg.Client): Promise<void> {
+  await db.query(`UPDATE outbox SET status = 'pending', published_at = NULL WHERE status <> 'pending'`);
 }
 
 async function main() {
-  console.log(`backlog: ${ROWS} rows, 500-byte payloads, 1,000 aggregates, ${TXN_ROWS} rows per transaction`);
-  const server = await startThrowawayPostgres();
+  const a = args;
+  const report = new Report();
+  report.note(`machine: ${machineNote()} at start`);
+  report.note(
+    `bulk backlog: ${a.rows} rows × 500 B, ${a.txnRows} rows per transaction; single-row backlog: ${a.txnBacklog} transactions`,
+  );
+  hideKafkajsTimeoutWarnings();
+  // synchronous_commit as shipped (on): a commit flushes its WAL and wakes the walsender at once.
+  // The throwaway default (off) leaves commits to the WAL writer's 200 ms rounds, which is what
+  // live latency would then measure. fsync stays off: the disk is shared, not ours to measure.
+  const server = await startThrowawayPostgres({ settings: { synchronous_commit: 'on' } });
   const db = new pg.Client({ connectionString: server.url });
   await db.connect();
-  hideKafkajsTimeoutWarnings();
   const broker = await LocalKafkaCluster.up({
     dir: join(ROOT, '.tmp', `bench-kafka-${process.pid}`),
     port: 0,
     heapMb: 1024,
     log: (line) => console.log(line),
   });
-  const admin = broker.client('bench').admin();
+  const kafka = broker.client('bench');
+  const admin = kafka.admin();
   await admin.connect();
+  const kafkaArgs = ['--kafka-brokers', broker.bootstrap.join(',')];
+  const cleanup: (() => Promise<unknown>)[] = [];
   try {
-    await migrate(db, { schema: 'public', table: 'outbox', publication: 'outbox_pub' });
-    for (const s of ['bench_recvlogical', 'bench_stdout', 'bench_kafka']) {
-      await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [s]);
+    await migrate(db, { schema: 'public', table: 'outbox', publication: PUBLICATION });
+    const benchPid = (await db.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
+    const ctx: PgContext = { db, postmaster: postmasterPid(server.dataDir), exclude: [benchPid] };
+    report.set('kafka_version', broker.version);
+    report.set('pg_version', (await db.query('SHOW server_version')).rows[0].server_version);
+
+    // Backlogs: each drain's slot exists before its backlog; the single-row backlog comes after
+    // the bulk one's end LSN and has slots of its own.
+    if (a.peer) await db.query(`CREATE PUBLICATION dbz_pub FOR TABLE outbox WITH (publish = 'insert')`);
+    await createSlots(db, ['b_recv', 'b_stdout', 'b_kafka', ...(a.peer ? ['b_debezium'] : [])]);
+    let t0 = performance.now();
+    await insertBulk(db, 'Bulk', a.rows, a.txnRows);
+    const endBulk = await currentLsn(db);
+    report.note(
+      `bulk backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s (end ${endBulk})`,
+    );
+    await createSlots(db, ['t_recv', 't_kafka']);
+    t0 = performance.now();
+    await insertSingles(server.url, 'Txn', a.txnBacklog);
+    const endTxn = await currentLsn(db);
+    report.note(
+      `single-row backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s (end ${endTxn})`,
+    );
+    for (const topic of ['outbox.event.Bulk', 'outbox.event.Txn'])
+      await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+
+    // 1. Bulk drains.
+    const recvBulk = await drainRecvlogical(server, ctx, 'b_recv', endBulk, PUBLICATION);
+    await db.query(`SELECT pg_drop_replication_slot('b_recv')`);
+    const stdoutBulk = await drainRelay(server.url, ctx, 'b_stdout', endBulk, ['--sink', 'stdout']);
+    await db.query(`SELECT pg_drop_replication_slot('b_stdout')`);
+    await resetStatus(db);
+    let base = await stored(admin, 'outbox.event.Bulk');
+    const kafkaBulk = await drainRelay(server.url, ctx, 'b_kafka', endBulk, kafkaArgs);
+    await db.query(`SELECT pg_drop_replication_slot('b_kafka')`);
+    const bulkStored = (await stored(admin, 'outbox.event.Bulk')) - base;
+    if (bulkStored < a.rows)
+      throw new Error(`the broker holds ${bulkStored} Bulk records, expected ${a.rows}`);
+    report.bulk(a.rows, recvBulk, stdoutBulk, kafkaBulk);
+
+    // 2. Single-row transactions.
+    const recvTxn = await drainRecvlogical(server, ctx, 't_recv', endTxn, PUBLICATION);
+    await db.query(`SELECT pg_drop_replication_slot('t_recv')`);
+    await resetStatus(db);
+    base = await stored(admin, 'outbox.event.Txn');
+    const kafkaTxn = await drainRelay(server.url, ctx, 't_kafka', endTxn, kafkaArgs);
+    await db.query(`SELECT pg_drop_replication_slot('t_kafka')`);
+    const txnStored = (await stored(admin, 'outbox.event.Txn')) - base;
+    if (txnStored < a.txnBacklog)
+      throw new Error(`the broker holds ${txnStored} Txn records, expected ${a.txnBacklog}`);
+    report.txn(a.txnBacklog, recvTxn, kafkaTxn);
+
+    // 3. The peer, on the same backlogs (its slot was created with ours), then live.
+    if (a.peer) {
+      const peer = await runDebezium({
+        dir: join(ROOT, '.tmp', `bench-debezium-${process.pid}`),
+        server,
+        db,
+        kafka,
+        admin,
+        bootstrap: broker.bootstrap,
+        slot: 'b_debezium',
+        rows: a.rows,
+        txnBacklog: a.txnBacklog,
+        liveRate: a.liveRate,
+        liveSeconds: a.liveSeconds,
+        pollIntervalMs: a.debeziumPollMs,
+        cleanup,
+      });
+      report.peer(peer);
     }
-    const t0 = performance.now();
-    for (let done = 0; done < ROWS; done += TXN_ROWS) {
-      const n = Math.min(TXN_ROWS, ROWS - done);
-      await db.query(
-        `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
-         SELECT 'Bench', 'agg-' || ((g + $1) % 1000), 'BenchEvent', convert_to(lpad((g + $1)::text, 500, 'x'), 'UTF8')
-           FROM generate_series(1, $2::int) AS g`,
-        [done, n],
+
+    // 4. Live, then the ramp, on one relay streaming from a fresh slot.
+    if (a.liveSeconds > 0) {
+      await createSlots(db, ['live']);
+      await createLogAppendTopic(admin, 'outbox.event.Live');
+      await admin.createTopics({
+        topics: [{ topic: 'outbox.event.Ramp', numPartitions: 3 }],
+        waitForLeaders: true,
+      });
+      const relay = startRelay(server.url, 'live', kafkaArgs);
+      cleanup.push(relay.stop);
+      await relay.streaming;
+      const cpu0 = cpuSeconds(relay.child.pid!);
+      const live = await measureLive(
+        kafka,
+        server.url,
+        'outbox.event.Live',
+        'Live',
+        a.liveRate,
+        a.liveSeconds,
       );
+      const liveCpu = cpuSeconds(relay.child.pid!) - cpu0;
+      report.live(a.liveRate, a.liveSeconds, live, liveCpu);
+      if (a.rampRates.length) {
+        const steps = await ramp(admin, server.url, 'outbox.event.Ramp', 'Ramp', a.rampRates, a.rampSeconds);
+        report.ramp(steps, a.rampSeconds);
+      }
+      await relay.stop();
+      await db.query(`SELECT pg_drop_replication_slot('live')`);
     }
-    const endLsn = (await db.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]!.l;
-    console.log(`backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s; end LSN ${endLsn}`);
 
-    // 1. pg_recvlogical: raw decode of the same data.
-    const r0 = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      const p = spawn(
-        join(server.binDir, 'pg_recvlogical'),
-        [
-          '-d',
-          server.url,
-          '--slot',
-          'bench_recvlogical',
-          '--start',
-          '--endpos',
-          endLsn,
-          '--no-loop',
-          '-o',
-          'proto_version=1',
-          '-o',
-          'publication_names=outbox_pub',
-          '-f',
-          '/dev/null',
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+    // 5. One big transaction.
+    if (a.bigRows > 0) {
+      await createSlots(db, ['big']);
+      await admin.createTopics({
+        topics: [{ topic: 'outbox.event.Big', numPartitions: 3 }],
+        waitForLeaders: true,
+      });
+      await resetStatus(db);
+      t0 = performance.now();
+      await insertBulk(db, 'Big', a.bigRows, a.bigRows);
+      const endBig = await currentLsn(db);
+      report.note(
+        `one ${a.bigRows}-row transaction inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
       );
-      let err = '';
-      p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      p.on('exit', (code) =>
-        code === 0 ? resolve() : reject(new Error(`pg_recvlogical exited ${code}: ${err}`)),
-      );
-    });
-    const recvSeconds = (performance.now() - r0) / 1000;
-
-    // 2. relay → stdout (/dev/null).
-    const stdout = await timeRelay(server.url, db, 'bench_stdout', endLsn, ['--sink', 'stdout']);
-
-    // 3. relay → real Kafka. Reset the rows the stdout run marked, so both runs do the same UPDATE work.
-    await db.query(`UPDATE outbox SET status = 'pending', published_at = NULL`);
-    await admin.createTopics({
-      topics: [{ topic: 'outbox.event.Bench', numPartitions: 3 }],
-      waitForLeaders: true,
-    });
-    const kafka = await timeRelay(server.url, db, 'bench_kafka', endLsn, [
-      '--kafka-brokers',
-      broker.bootstrap.join(','),
-    ]);
-    const stored = (await admin.fetchTopicOffsets('outbox.event.Bench')).reduce(
-      (n, p) => n + Number(p.high),
-      0,
-    );
-    if (stored < ROWS) throw new Error(`the broker holds ${stored} records, expected ${ROWS}`);
-
-    const rate = (s: number) => Math.round(ROWS / s);
-    const rows = [
-      ['pg_recvlogical (raw decode, /dev/null)', rate(recvSeconds), recvSeconds, '—', '100 %'],
-      [
-        'relay → stdout sink (/dev/null)',
-        rate(stdout.seconds),
-        stdout.seconds,
-        stdout.peakRssMb.toFixed(0),
-        `${((rate(stdout.seconds) / rate(recvSeconds)) * 100).toFixed(0)} %`,
-      ],
-      [
-        `relay → Apache Kafka ${broker.version} (acks=all)`,
-        rate(kafka.seconds),
-        kafka.seconds,
-        kafka.peakRssMb.toFixed(0),
-        `${((rate(kafka.seconds) / rate(recvSeconds)) * 100).toFixed(0)} %`,
-      ],
-    ] as const;
-    console.log('\n| path | events/s | seconds | relay peak RSS (MB) | vs pg_recvlogical |');
-    console.log('|---|---:|---:|---:|---:|');
-    for (const r of rows)
-      console.log(
-        `| ${r[0]} | ${r[1].toLocaleString('en')} | ${Number(r[2]).toFixed(2)} | ${r[3]} | ${r[4]} |`,
-      );
-    console.log(
-      `\n(relay seconds are from "streaming from the slot" to confirmed_flush_lsn ≥ end LSN; with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s)`,
-    );
-    const perEvent = (cpu: number) => `${((cpu / ROWS) * 1e6).toFixed(1)} µs`;
-    console.log(
-      `relay CPU per event (user + sys, while draining): stdout ${perEvent(stdout.cpuSeconds)}, kafka ${perEvent(kafka.cpuSeconds)}; the relay is one thread, so 1e6 / that is its ceiling in events/s on a free core`,
-    );
-    console.log(
-      JSON.stringify({
-        rows: ROWS,
-        txn_rows: TXN_ROWS,
-        kafka_version: broker.version,
-        recvlogical_events_per_s: rate(recvSeconds),
-        stdout_events_per_s: rate(stdout.seconds),
-        kafka_events_per_s: rate(kafka.seconds),
-        stdout_vs_recvlogical_bulk: Number((recvSeconds / stdout.seconds).toFixed(3)),
-        kafka_vs_recvlogical_bulk: Number((recvSeconds / kafka.seconds).toFixed(3)),
-        kafka_relay_cpu_us_per_event: Number(((kafka.cpuSeconds / ROWS) * 1e6).toFixed(1)),
-        stdout_relay_cpu_us_per_event: Number(((stdout.cpuSeconds / ROWS) * 1e6).toFixed(1)),
-        kafka_peak_rss_mb: Math.round(kafka.peakRssMb),
-      }),
-    );
+      const big = await drainRelay(server.url, ctx, 'big', endBig, kafkaArgs);
+      report.big(a.bigRows, big);
+    }
+    report.note(`machine: ${machineNote()} at the end`);
+    report.print();
   } finally {
+    for (const c of cleanup.reverse()) await c().catch(() => {});
     await admin.disconnect().catch(() => {});
     await broker.destroy();
     await db.end();

@@ -1,0 +1,49 @@
+/** Flags of `npm run bench` (bench/drain.ts). Small sizes for development: --rows 5000 --live-seconds 5. */
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  options: {
+    rows: { type: 'string', default: '100000' },
+    'txn-rows': { type: 'string', default: '100' },
+    'txn-backlog': { type: 'string', default: '20000' },
+    'big-rows': { type: 'string', default: '200000' },
+    'live-rate': { type: 'string', default: '2000' },
+    'live-seconds': { type: 'string', default: '60' },
+    'ramp-rates': { type: 'string', default: '2000,4000,6000,8000,12000' },
+    'ramp-seconds': { type: 'string', default: '8' },
+    peer: { type: 'string', default: '' },
+    'debezium-poll-ms': { type: 'string', default: '' },
+  },
+});
+
+function int(name: keyof typeof values): number {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < 0)
+    throw new Error(`--${name} must be a whole number; got "${values[name]}"`);
+  return n;
+}
+
+if (values.peer && values.peer !== 'debezium')
+  throw new Error(`--peer must be "debezium" (or absent); got "${values.peer}"`);
+
+export const args = {
+  /** Bulk backlog: rows, in transactions of txnRows rows. */
+  rows: int('rows'),
+  txnRows: int('txn-rows'),
+  /** Backlog of single-row transactions. */
+  txnBacklog: int('txn-backlog'),
+  /** Rows of the one big transaction whose peak RSS is measured (0: skip). */
+  bigRows: int('big-rows'),
+  liveRate: int('live-rate'),
+  liveSeconds: int('live-seconds'),
+  rampRates: values['ramp-rates']
+    ? values['ramp-rates']
+        .split(',')
+        .map(Number)
+        .filter((n) => n > 0)
+    : [],
+  rampSeconds: int('ramp-seconds'),
+  peer: values.peer === 'debezium' ? ('debezium' as const) : null,
+  /** Debezium's poll.interval.ms; empty: its default. */
+  debeziumPollMs: values['debezium-poll-ms'] ? int('debezium-poll-ms') : null,
+};

@@ -1,0 +1,189 @@
+/**
+ * Live latency: a paced writer commits single-row transactions at a fixed rate; a separate
+ * consumer reads the topic back. Commit time = the writer's clock right after the INSERT (an
+ * autocommit transaction) returns; ack time = the record's LogAppendTime (the topic is created
+ * with message.timestamp.type=LogAppendTime, so the broker stamps it when it appends). Both
+ * clocks are this machine's.
+ */
+import type { Admin, Kafka } from 'kafkajs';
+import pg from 'pg';
+import { payload, SINGLE, seqOf } from './backlog.ts';
+import { sleep } from './proc.ts';
+import { type Dist, distribution } from './stats.ts';
+
+const now = () => performance.timeOrigin + performance.now();
+
+export async function createLogAppendTopic(admin: Admin, topic: string, partitions = 3): Promise<void> {
+  await admin.createTopics({
+    topics: [
+      {
+        topic,
+        numPartitions: partitions,
+        configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }],
+      },
+    ],
+    waitForLeaders: true,
+  });
+}
+
+/** Commits `rate` × `seconds` single-row transactions of aggregate type `type`, paced. */
+export async function paceWriter(
+  url: string,
+  type: string,
+  rate: number,
+  seconds: number,
+  onCommit: (seq: number, at: number) => void = () => {},
+): Promise<{ written: number; seconds: number }> {
+  const total = Math.round(rate * seconds);
+  const conns = Math.max(4, Math.ceil(rate / 1000));
+  const clients = await Promise.all(
+    Array.from({ length: conns }, async () => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      return c;
+    }),
+  );
+  let next = 0;
+  const start = performance.now() + 20;
+  await Promise.all(
+    clients.map(async (c) => {
+      for (let i = next++; i < total; i = next++) {
+        const due = start + (i * 1000) / rate;
+        const wait = due - performance.now();
+        if (wait > 1) await sleep(wait);
+        const r = await c.query({
+          name: 'single',
+          text: SINGLE,
+          values: [type, `agg-${i % 1000}`, payload(i)],
+        });
+        if (r.rowCount !== 1) throw new Error('live insert inserted nothing');
+        onCommit(i, now());
+      }
+    }),
+  );
+  const took = (performance.now() - start) / 1000;
+  await Promise.all(clients.map((c) => c.end()));
+  return { written: total, seconds: took };
+}
+
+export type LiveResult = { dist: Dist; achievedRate: number; missing: number; duplicates: number };
+
+/** One live run against whatever relays `type`'s rows into `topic` (already running and streaming). */
+export async function measureLive(
+  kafka: Kafka,
+  url: string,
+  topic: string,
+  type: string,
+  rate: number,
+  seconds: number,
+): Promise<LiveResult> {
+  const total = Math.round(rate * seconds);
+  const commitAt = new Float64Array(total).fill(Number.NaN);
+  const appendAt = new Float64Array(total).fill(Number.NaN);
+  let received = 0;
+  let duplicates = 0;
+  const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachBatchAutoResolve: true,
+    eachBatch: async ({ batch }) => {
+      for (const m of batch.messages) {
+        const seq = seqOf(m.value);
+        if (seq < 0 || seq >= total) continue;
+        if (!Number.isNaN(appendAt[seq]!)) {
+          duplicates++;
+          continue;
+        }
+        appendAt[seq] = Number(m.timestamp);
+        received++;
+      }
+    },
+  });
+  await waitAssigned(consumer);
+  try {
+    const w = await paceWriter(url, type, rate, seconds, (seq, at) => {
+      commitAt[seq] = at;
+    });
+    const deadline = Date.now() + 60_000;
+    while (received < total && Date.now() < deadline) await sleep(50);
+    const lat: number[] = [];
+    for (let i = 0; i < total; i++) if (!Number.isNaN(appendAt[i]!)) lat.push(appendAt[i]! - commitAt[i]!);
+    return {
+      dist: distribution(lat),
+      achievedRate: w.written / w.seconds,
+      missing: total - received,
+      duplicates,
+    };
+  } finally {
+    await consumer.disconnect().catch(() => {});
+  }
+}
+
+/** Waits for the consumer group's first assignment (kafkajs has no promise for it). */
+function waitAssigned(consumer: ReturnType<Kafka['consumer']>): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 10_000);
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+export type RampStep = {
+  rate: number;
+  achieved: number;
+  maxLag: number;
+  lagAfter1s: number;
+  bounded: boolean;
+};
+
+/**
+ * The highest steady rate where lag stays bounded: each step writes at `rate` for `seconds` while
+ * the topic's high watermarks are sampled every 250 ms; lag = committed − stored. A step is
+ * bounded when the writer kept up (≥ 90 % of the rate), the lag of the step's second half is not
+ * above its first half's plus 0.25 s of events, and 1 s after the writer stops every event is stored.
+ */
+export async function ramp(
+  admin: Admin,
+  url: string,
+  topic: string,
+  type: string,
+  rates: number[],
+  seconds: number,
+): Promise<RampStep[]> {
+  const stored = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+  const steps: RampStep[] = [];
+  for (const rate of rates) {
+    const base = await stored();
+    let committed = 0;
+    const lags: { t: number; lag: number }[] = [];
+    let writing = true;
+    const t0 = performance.now();
+    const sampler = (async () => {
+      while (writing) {
+        await sleep(250);
+        lags.push({ t: performance.now() - t0, lag: committed - ((await stored()) - base) });
+      }
+    })();
+    const w = await paceWriter(url, type, rate, seconds, () => {
+      committed++;
+    });
+    writing = false;
+    await sampler;
+    await sleep(1000);
+    const lagAfter1s = committed - ((await stored()) - base);
+    const half = (seconds * 1000) / 2;
+    const first = Math.max(0, ...lags.filter((l) => l.t <= half).map((l) => l.lag));
+    const second = Math.max(0, ...lags.filter((l) => l.t > half).map((l) => l.lag));
+    const achieved = w.written / w.seconds;
+    const bounded = achieved >= rate * 0.9 && second <= first + rate * 0.25 && lagAfter1s <= 0;
+    steps.push({ rate, achieved, maxLag: Math.max(first, second), lagAfter1s, bounded });
+    // Let a lagging step finish before the next one.
+    const deadline = Date.now() + 30_000;
+    while (committed > (await stored()) - base && Date.now() < deadline) await sleep(200);
+    if (!bounded) break;
+  }
+  return steps;
+}

@@ -1,0 +1,81 @@
+/** Process accounting from /proc (Linux): CPU seconds, peak RSS, a process's children. */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc/PID/stat (USER_HZ, 100 on Linux). */
+const TICKS = 100;
+
+export type Stat = { ppid: number; cpu: number };
+
+/** ppid and utime + stime (seconds) of a process; null if it is gone. */
+export function procStat(pid: number): Stat | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+    return { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICKS };
+  } catch {
+    return null;
+  }
+}
+
+/** cutime + cstime: the CPU of the children a process has reaped (seconds). */
+export function reapedChildrenCpu(pid: number): number {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+    return (Number(f[13]) + Number(f[14])) / TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+export function cpuSeconds(pid: number): number {
+  return procStat(pid)?.cpu ?? Number.NaN;
+}
+
+export function peakRssMb(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+export function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** Pids whose parent is `parent`. */
+export function childrenOf(parent: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    if (procStat(pid)?.ppid === parent) out.push(pid);
+  }
+  return out;
+}
+
+/** Load average and what else is busy on the machine: printed with the figures. */
+export function machineNote(): string {
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  let busy = '';
+  try {
+    busy = execFileSync('ps', ['-eo', 'pcpu,args', '--sort=-pcpu', '--no-headers'], { encoding: 'utf8' })
+      .split('\n')
+      .slice(0, 6)
+      .map((l) => l.trim().replace(/\s+/, '% ').slice(0, 70))
+      .filter(Boolean)
+      .join(', ');
+  } catch {
+    // No ps: the load average says enough.
+  }
+  return `load average ${load}${busy ? `; busiest processes (lifetime %CPU): ${busy}` : ''}`;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

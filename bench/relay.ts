@@ -1,0 +1,153 @@
+/**
+ * Running the relay CLI as its users do (a child process), and timing a drain: from its
+ * "streaming from the slot" log line until the slot's confirmed_flush_lsn passes the backlog's
+ * end, i.e. until every event is acknowledged by the sink, marked and confirmed.
+ * BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof") and BENCH_RELAY_ARGS (relay flags)
+ * are passed through.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { openSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { type PgCpu, PgCpuSampler } from './pg-cpu.ts';
+import { cpuSeconds, peakRssMb, sleep } from './proc.ts';
+
+const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+
+export type RelayProcess = {
+  child: ChildProcess;
+  /** Resolves at the "streaming from the slot" line (performance.now() of it). */
+  streaming: Promise<number>;
+  cpuAtStreaming: () => number;
+  logs: () => string;
+  peakRssMb: () => number;
+  stop: () => Promise<void>;
+};
+
+export function startRelay(url: string, slot: string, args: string[]): RelayProcess {
+  const devnull = openSync('/dev/null', 'w');
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const extra = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(
+    process.execPath,
+    [
+      ...nodeArgs,
+      CLI,
+      'run',
+      '--database-url',
+      url,
+      '--slot',
+      slot,
+      '--log-format',
+      'json',
+      ...args,
+      ...extra,
+    ],
+    { stdio: ['ignore', devnull, 'pipe'] },
+  );
+  let logs = '';
+  let cpuAt = 0;
+  let peak = 0;
+  const rss = setInterval(() => {
+    peak = Math.max(peak, peakRssMb(child.pid!) || 0);
+  }, 50);
+  const streaming = new Promise<number>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      if (logs.length < 1_000_000) logs += d.toString();
+      if (!cpuAt && logs.includes('streaming from the slot')) {
+        cpuAt = cpuSeconds(child.pid!);
+        resolve(performance.now());
+      }
+    });
+    child.on('exit', (code) => {
+      clearInterval(rss);
+      reject(new Error(`relay exited ${code}:\n${logs.slice(-3000)}`));
+    });
+  });
+  streaming.catch(() => {});
+  return {
+    child,
+    streaming,
+    cpuAtStreaming: () => cpuAt,
+    logs: () => logs,
+    peakRssMb: () => Math.max(peak, peakRssMb(child.pid!) || 0),
+    stop: async () => {
+      clearInterval(rss);
+      if (child.exitCode !== null) return;
+      const gone = new Promise((r) => child.on('exit', r));
+      child.kill('SIGTERM');
+      await gone;
+    },
+  };
+}
+
+async function confirmedReached(db: pg.Client, slot: string, lsn: string): Promise<boolean> {
+  const r = await db.query<{ ok: boolean }>(
+    'SELECT confirmed_flush_lsn >= $2::pg_lsn AS ok FROM pg_replication_slots WHERE slot_name = $1',
+    [slot, lsn],
+  );
+  return r.rows[0]?.ok === true;
+}
+
+async function activePid(db: pg.Client, slot: string): Promise<number | null> {
+  const r = await db.query<{ pid: number | null }>(
+    'SELECT active_pid AS pid FROM pg_replication_slots WHERE slot_name = $1',
+    [slot],
+  );
+  return r.rows[0]?.pid ?? null;
+}
+
+export type Drain = {
+  seconds: number;
+  withStartup: number;
+  peakRssMb: number;
+  /** Relay user + sys while draining. */
+  cpuSeconds: number;
+  pg: PgCpu;
+};
+
+export type PgContext = { db: pg.Client; postmaster: number; exclude: number[] };
+
+/** Runs the relay on `slot` until it is confirmed past `endLsn`. */
+export async function drainRelay(
+  url: string,
+  ctx: PgContext,
+  slot: string,
+  endLsn: string,
+  args: string[],
+): Promise<Drain> {
+  const sampler = new PgCpuSampler(ctx.postmaster, ctx.exclude);
+  const spawnedAt = performance.now();
+  const relay = startRelay(url, slot, args);
+  try {
+    const startedAt = await relay.streaming;
+    sampler.start();
+    const deadline = Date.now() + 900_000;
+    let walsenderKnown = false;
+    while (!(await confirmedReached(ctx.db, slot, endLsn))) {
+      if (!walsenderKnown) {
+        const pid = await activePid(ctx.db, slot);
+        if (pid) {
+          sampler.setWalsender(pid);
+          walsenderKnown = true;
+        }
+      }
+      if (relay.child.exitCode !== null) throw new Error(`relay exited:\n${relay.logs().slice(-3000)}`);
+      if (Date.now() > deadline) throw new Error('relay did not drain within 15 minutes');
+      await sleep(20);
+    }
+    const end = performance.now();
+    const cpu = cpuSeconds(relay.child.pid!) - relay.cpuAtStreaming();
+    const pgCpu = sampler.stop();
+    return {
+      seconds: (end - startedAt) / 1000,
+      withStartup: (end - spawnedAt) / 1000,
+      peakRssMb: relay.peakRssMb(),
+      cpuSeconds: cpu,
+      pg: pgCpu,
+    };
+  } finally {
+    sampler.stop();
+    await relay.stop();
+  }
+}

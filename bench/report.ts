@@ -1,0 +1,300 @@
+/**
+ * What `npm run bench` prints: each section as soon as it is measured (a table, every figure with
+ * its ratio), and at the end one JSON line with every figure for scripts.
+ */
+
+import type { LiveResult, RampStep } from './live.ts';
+import type { PeerResult } from './peer.ts';
+import type { PgCpu } from './pg-cpu.ts';
+import type { Drain } from './relay.ts';
+import { round, us } from './stats.ts';
+
+type Value = string | number | boolean | null | object;
+
+const fmtInt = (n: number) => Math.round(n).toLocaleString('en');
+const ratio = (n: number) => round(n, 3);
+
+function table(head: string[], rows: (string | number)[][]): void {
+  console.log(`\n| ${head.join(' | ')} |`);
+  console.log(`|${head.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`);
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}
+
+function pgSplit(pg: PgCpu, events: number): string {
+  return `walsender ${us(pg.walsender, events).toFixed(1)} µs, statements ${us(pg.statements, events).toFixed(1)} µs, background ${us(pg.background, events).toFixed(1)} µs`;
+}
+
+export class Report {
+  readonly #json: Record<string, Value> = {};
+  #recvBulkRate = 0;
+  #kafkaBulkRate = 0;
+  #kafkaTxnRate = 0;
+  #liveP99 = Number.NaN;
+
+  note(line: string): void {
+    console.log(line);
+  }
+
+  set(key: string, value: Value): void {
+    this.#json[key] = value;
+  }
+
+  bulk(rows: number, recv: { seconds: number; pg: PgCpu }, stdout: Drain, kafka: Drain): void {
+    const rRecv = rows / recv.seconds;
+    const rStdout = rows / stdout.seconds;
+    const rKafka = rows / kafka.seconds;
+    this.#recvBulkRate = rRecv;
+    this.#kafkaBulkRate = rKafka;
+    console.log(`\n## Drain: bulk backlog (${fmtInt(rows)} rows)`);
+    table(
+      [
+        'path',
+        'events/s',
+        'seconds',
+        'vs pg_recvlogical',
+        'relay CPU/event',
+        'relay peak RSS',
+        'PG CPU/event',
+      ],
+      [
+        [
+          'pg_recvlogical (raw decode, /dev/null)',
+          fmtInt(rRecv),
+          recv.seconds.toFixed(2),
+          '100 %',
+          '—',
+          '—',
+          pgSplit(recv.pg, rows),
+        ],
+        [
+          'relay → stdout (/dev/null)',
+          fmtInt(rStdout),
+          stdout.seconds.toFixed(2),
+          `${((rStdout / rRecv) * 100).toFixed(0)} %`,
+          `${us(stdout.cpuSeconds, rows).toFixed(1)} µs`,
+          `${stdout.peakRssMb.toFixed(0)} MB`,
+          pgSplit(stdout.pg, rows),
+        ],
+        [
+          'relay → Kafka (acks=all)',
+          fmtInt(rKafka),
+          kafka.seconds.toFixed(2),
+          `${((rKafka / rRecv) * 100).toFixed(0)} %`,
+          `${us(kafka.cpuSeconds, rows).toFixed(1)} µs`,
+          `${kafka.peakRssMb.toFixed(0)} MB`,
+          pgSplit(kafka.pg, rows),
+        ],
+      ],
+    );
+    const overhead = kafka.pg.statements / kafka.pg.walsender;
+    console.log(
+      `\nPostgreSQL during the Kafka drain: the relay's statements cost ${overhead.toFixed(2)} × the walsender's decoding (pg_overhead_vs_decode); ` +
+        `pg_recvlogical's walsender: ${us(recv.pg.walsender, rows).toFixed(1)} µs/event. Relay seconds run from "streaming from the slot" to confirmed_flush_lsn ≥ end ` +
+        `(with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s).`,
+    );
+    Object.assign(this.#json, {
+      rows,
+      recvlogical_bulk_events_per_s: Math.round(rRecv),
+      stdout_bulk_events_per_s: Math.round(rStdout),
+      kafka_bulk_events_per_s: Math.round(rKafka),
+      stdout_vs_recvlogical_bulk: ratio(rStdout / rRecv),
+      kafka_vs_recvlogical_bulk: ratio(rKafka / rRecv),
+      kafka_relay_cpu_us_per_event: round(us(kafka.cpuSeconds, rows)),
+      stdout_relay_cpu_us_per_event: round(us(stdout.cpuSeconds, rows)),
+      kafka_peak_rss_mb: Math.round(kafka.peakRssMb),
+      stdout_peak_rss_mb: Math.round(stdout.peakRssMb),
+      pg_walsender_cpu_us_per_event: round(us(kafka.pg.walsender, rows)),
+      pg_statements_cpu_us_per_event: round(us(kafka.pg.statements, rows)),
+      pg_background_cpu_us_per_event: round(us(kafka.pg.background, rows)),
+      pg_overhead_vs_decode: ratio(overhead),
+      recvlogical_walsender_cpu_us_per_event: round(us(recv.pg.walsender, rows)),
+      stdout_pg_overhead_vs_decode: ratio(stdout.pg.statements / stdout.pg.walsender),
+    });
+  }
+
+  txn(count: number, recv: { seconds: number; pg: PgCpu }, kafka: Drain): void {
+    const rRecv = count / recv.seconds;
+    const rKafka = count / kafka.seconds;
+    this.#kafkaTxnRate = rKafka;
+    console.log(`\n## Drain: single-row transactions (${fmtInt(count)})`);
+    table(
+      ['path', 'events/s', 'seconds', 'vs pg_recvlogical', 'relay CPU/event', 'PG CPU/event'],
+      [
+        ['pg_recvlogical', fmtInt(rRecv), recv.seconds.toFixed(2), '100 %', '—', pgSplit(recv.pg, count)],
+        [
+          'relay → Kafka (acks=all)',
+          fmtInt(rKafka),
+          kafka.seconds.toFixed(2),
+          `${((rKafka / rRecv) * 100).toFixed(0)} %`,
+          `${us(kafka.cpuSeconds, count).toFixed(1)} µs`,
+          pgSplit(kafka.pg, count),
+        ],
+      ],
+    );
+    Object.assign(this.#json, {
+      txn_backlog: count,
+      recvlogical_txn_events_per_s: Math.round(rRecv),
+      kafka_txn_events_per_s: Math.round(rKafka),
+      kafka_vs_recvlogical_txn: ratio(rKafka / rRecv),
+      kafka_txn_relay_cpu_us_per_event: round(us(kafka.cpuSeconds, count)),
+      txn_pg_overhead_vs_decode: ratio(kafka.pg.statements / kafka.pg.walsender),
+    });
+  }
+
+  live(rate: number, seconds: number, r: LiveResult, relayCpu: number): void {
+    this.#liveP99 = r.dist.p99;
+    console.log(
+      `\n## Live: ${fmtInt(rate)} single-row commits/s for ${seconds} s, commit → broker ack (LogAppendTime)`,
+    );
+    table(
+      ['path', 'events', 'achieved/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'missing', 'relay CPU/event'],
+      [
+        [
+          'relay → Kafka',
+          r.dist.n,
+          fmtInt(r.achievedRate),
+          r.dist.p50.toFixed(1),
+          r.dist.p90.toFixed(1),
+          r.dist.p99.toFixed(1),
+          r.dist.max.toFixed(1),
+          r.missing,
+          `${us(relayCpu, r.dist.n).toFixed(1)} µs`,
+        ],
+      ],
+    );
+    Object.assign(this.#json, {
+      live_rate: rate,
+      live_seconds: seconds,
+      live_achieved_rate: Math.round(r.achievedRate),
+      live_p50_ms: round(r.dist.p50),
+      live_p90_ms: round(r.dist.p90),
+      live_p99_ms: round(r.dist.p99),
+      live_max_ms: round(r.dist.max),
+      live_missing: r.missing,
+      live_relay_cpu_us_per_event: round(us(relayCpu, r.dist.n)),
+    });
+  }
+
+  ramp(steps: RampStep[], seconds: number): void {
+    console.log(
+      `\n## Ramp: ${seconds} s per step; bounded = writer kept up, lag not growing, all stored 1 s after the last commit`,
+    );
+    table(
+      ['target/s', 'achieved/s', 'max lag (events)', 'lag 1 s after', 'bounded'],
+      steps.map((s) => [
+        fmtInt(s.rate),
+        fmtInt(s.achieved),
+        s.maxLag,
+        s.lagAfter1s,
+        s.bounded ? 'yes' : 'no',
+      ]),
+    );
+    const best = steps.filter((s) => s.bounded).at(-1);
+    const last = steps.at(-1);
+    const writerLimited = last !== undefined && last.achieved < last.rate * 0.9;
+    console.log(
+      `highest steady rate with bounded lag: ${best ? fmtInt(best.achieved) : 'none'} events/s` +
+        (writerLimited
+          ? ` (the next step was limited by the writer and PostgreSQL: ${fmtInt(last.achieved)}/s committed)`
+          : ''),
+    );
+    Object.assign(this.#json, {
+      live_max_steady_rate: best ? Math.round(best.achieved) : 0,
+      live_ramp_writer_limited: writerLimited,
+      live_ramp: steps.map((s) => ({
+        rate: s.rate,
+        achieved: Math.round(s.achieved),
+        max_lag: s.maxLag,
+        bounded: s.bounded,
+      })),
+    });
+  }
+
+  big(rows: number, d: Drain): void {
+    console.log(
+      `\n## One ${fmtInt(rows)}-row transaction → Kafka: peak RSS ${d.peakRssMb.toFixed(0)} MB, ${fmtInt(rows / d.seconds)} events/s, relay CPU ${us(d.cpuSeconds, rows).toFixed(1)} µs/event`,
+    );
+    Object.assign(this.#json, {
+      big_rows: rows,
+      rss_200k_txn_mb: Math.round(d.peakRssMb),
+      big_txn_events_per_s: Math.round(rows / d.seconds),
+    });
+  }
+
+  peer(p: PeerResult): void {
+    const rows = this.#json.rows as number;
+    const txn = this.#json.txn_backlog as number;
+    const bulk = rows / p.bulkSeconds;
+    const single = txn / p.txnSeconds;
+    console.log(
+      `\n## Debezium ${p.version} (Kafka Connect standalone, Outbox Event Router), same backlogs, PostgreSQL and broker`,
+    );
+    table(
+      [
+        'backlog',
+        'relay events/s',
+        'Debezium events/s',
+        'relay ÷ Debezium',
+        'relay CPU/event',
+        'Debezium CPU/event',
+      ],
+      [
+        [
+          'bulk',
+          fmtInt(this.#kafkaBulkRate),
+          fmtInt(bulk),
+          (this.#kafkaBulkRate / bulk).toFixed(2),
+          `${this.#json.kafka_relay_cpu_us_per_event} µs`,
+          `${us(p.bulkCpuSeconds, rows).toFixed(1)} µs`,
+        ],
+        [
+          'single-row transactions',
+          fmtInt(this.#kafkaTxnRate),
+          fmtInt(single),
+          (this.#kafkaTxnRate / single).toFixed(2),
+          `${this.#json.kafka_txn_relay_cpu_us_per_event} µs`,
+          `${us(p.txnCpuSeconds, txn).toFixed(1)} µs`,
+        ],
+      ],
+    );
+    console.log(
+      `Debezium: ${p.startupSeconds.toFixed(1)} s from JVM start to streaming, peak RSS ${p.peakRssMb.toFixed(0)} MB; its drain ends when the broker holds every record; vs pg_recvlogical ${((bulk / this.#recvBulkRate) * 100).toFixed(0)} %.`,
+    );
+    Object.assign(this.#json, {
+      debezium_version: p.version,
+      debezium_bulk_events_per_s: Math.round(bulk),
+      debezium_txn_events_per_s: Math.round(single),
+      debezium_drain_ratio: ratio(this.#kafkaBulkRate / bulk),
+      debezium_txn_drain_ratio: ratio(this.#kafkaTxnRate / single),
+      debezium_vs_recvlogical_bulk: ratio(bulk / this.#recvBulkRate),
+      debezium_cpu_us_per_event: round(us(p.bulkCpuSeconds, rows)),
+      debezium_txn_cpu_us_per_event: round(us(p.txnCpuSeconds, txn)),
+      debezium_peak_rss_mb: Math.round(p.peakRssMb),
+      debezium_startup_s: round(p.startupSeconds),
+    });
+    if (p.live) {
+      const d = p.live.dist;
+      console.log(
+        `Debezium live (same writer, same rate): p50 ${d.p50.toFixed(1)} ms, p90 ${d.p90.toFixed(1)} ms, p99 ${d.p99.toFixed(1)} ms, max ${d.max.toFixed(1)} ms, missing ${p.live.missing}`,
+      );
+      Object.assign(this.#json, {
+        debezium_live_p50_ms: round(d.p50),
+        debezium_live_p90_ms: round(d.p90),
+        debezium_live_p99_ms: round(d.p99),
+        debezium_live_max_ms: round(d.max),
+        debezium_live_missing: p.live.missing,
+      });
+    }
+  }
+
+  print(): void {
+    const dbzP99 = this.#json.debezium_live_p99_ms;
+    if (typeof dbzP99 === 'number' && !Number.isNaN(this.#liveP99)) {
+      this.#json.debezium_p99_ratio = ratio(this.#liveP99 / dbzP99);
+      console.log(
+        `\nlive p99: relay ${this.#liveP99.toFixed(1)} ms vs Debezium ${dbzP99} ms → ratio ${this.#json.debezium_p99_ratio} (relay ÷ Debezium)`,
+      );
+    }
+    console.log(JSON.stringify(this.#json));
+  }
+}
