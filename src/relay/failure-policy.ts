@@ -40,8 +40,9 @@ export function logOutcome(
   const fields = {
     event_id: e.eventId,
     id: e.id,
-    aggregate_type: e.aggregateType,
-    aggregate_id: e.aggregateId,
+    // Bounded: a hostile row's aggregate id may be megabytes long.
+    aggregate_type: bounded(e.aggregateType),
+    aggregate_id: bounded(e.aggregateId),
     topic,
     attempts,
     outcome,
@@ -50,4 +51,8 @@ export function logOutcome(
   if (outcome === 'dead' || outcome === 'retry')
     log.warn(fields, `event ${outcome === 'dead' ? 'dead' : 'failed'}: ${error?.message ?? ''}`);
   else log.info(fields, `event ${outcome}`);
+}
+
+function bounded(v: unknown): unknown {
+  return typeof v === 'string' && v.length > 200 ? `${v.slice(0, 200)}… (${v.length} characters)` : v;
 }

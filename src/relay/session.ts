@@ -457,17 +457,30 @@ export class ReplicationSession {
     });
     // Failures first: the unlikely crash between statements then leaves a failed head, never parked orphans.
     const written =
-      (await this.#writeOutcome('failed', failed, (rows) => store.recordFailed(rows), signal)) &&
       (await this.#writeOutcome(
-        'parked',
-        parked,
-        (rows) => store.recordParked(rows.map((r) => r.id)),
+        {
+          what: 'failed',
+          rows: failed,
+          write: (rows) => store.recordFailed(rows),
+          unrecordable: (rows, why) =>
+            store.recordUnrecordable(rows.map((r) => ({ id: r.id, error: `${r.error}; ${why}` }))),
+        },
         signal,
       )) &&
       (await this.#writeOutcome(
-        'published',
-        published,
-        (rows) => store.markPublished(rows.map((r) => r.id)),
+        {
+          what: 'parked',
+          rows: parked,
+          write: (rows) => store.recordParked(rows.map((r) => r.id)),
+          unrecordable: (rows, why) =>
+            store.recordUnrecordable(
+              rows.map((r) => ({ id: r.id, error: `parked behind a failed event of its aggregate; ${why}` })),
+            ),
+        },
+        signal,
+      )) &&
+      (await this.#writeOutcome(
+        { what: 'published', rows: published, write: (rows) => store.markPublished(rows.map((r) => r.id)) },
         signal,
       ));
     this.#decisionsDone(batch, outcomes);
@@ -507,20 +520,20 @@ export class ReplicationSession {
    * Runs one outcome statement until every row it names is written or has moved on (see
    * OutboxStore.unwritten). Database errors and rows not visible yet are transient: back off
    * and repeat, never settle past them. false = aborted.
+   *
+   * One database error is permanent for a row: 54000 (program_limit_exceeded), a hostile row
+   * whose aggregate columns are too long for the table's index of failed/dead/parked rows. The
+   * batch is then written row by row, and a row PostgreSQL refuses on its own is recorded with
+   * `unrecordable` (a status outside that index, with the reason) so the stream goes on.
    */
-  async #writeOutcome<R extends StreamedRow>(
-    what: string,
-    rows: R[],
-    write: (rows: R[]) => Promise<number>,
-    signal: AbortSignal,
-  ): Promise<boolean> {
+  async #writeOutcome<R extends StreamedRow>(o: OutcomeWrite<R>, signal: AbortSignal): Promise<boolean> {
     const { config: c, store, metrics, outages, log } = this.#d;
-    let todo = rows;
+    let todo = o.rows;
     for (let attempt = 1; todo.length > 0; attempt++) {
       if (signal.aborted) return false;
       let delay: number;
       try {
-        const n = await write(todo);
+        const n = await o.write(todo);
         outages.recovered('database');
         if (n === todo.length) return true;
         const still = new Set(await store.unwritten(todo));
@@ -530,17 +543,28 @@ export class ReplicationSession {
         if (this.#invisibleSince === null) {
           this.#invisibleSince = Date.now();
           log.warn(
-            { rows: todo.length, outcome: what, ids: todo.slice(0, 10).map((r) => r.id) },
-            `outbox rows the stream delivered are not visible yet (their commit is still in progress, e.g. waiting for a synchronous standby); their '${what}' outcome waits and the slot is not confirmed past them`,
+            { rows: todo.length, outcome: o.what, ids: todo.slice(0, 10).map((r) => r.id) },
+            `outbox rows the stream delivered are not visible yet (their commit is still in progress, e.g. waiting for a synchronous standby); their '${o.what}' outcome waits and the slot is not confirmed past them`,
           );
         }
         // Usually a window of microseconds: retry soon, but back off for a held commit.
         delay = backoffDelay({ initialMs: 10, maxMs: Math.min(1000, c.retryMaxMs), factor: 2 }, attempt);
       } catch (e) {
-        metrics.transientErrors.inc({
-          dependency: 'database',
-          reason: (e as { code?: string }).code ?? 'UNKNOWN',
-        });
+        const code = (e as { code?: string }).code;
+        if (code === PROGRAM_LIMIT_EXCEEDED && o.unrecordable) {
+          if (todo.length > 1) {
+            for (const r of todo) if (!(await this.#writeOutcome({ ...o, rows: [r] }, signal))) return false;
+            return true;
+          }
+          const why = `PostgreSQL cannot record it '${o.what}' (${errorMessage(e)}: its aggregate columns are too long for the index of failed, dead and parked rows), so it is recorded 'discarded'; correct the row and \`outbox-relay events resend <id>\` if it should still be published`;
+          log.error({ id: todo[0]!.id, outcome: o.what, err: errorMessage(e) }, why);
+          const fallback = o.unrecordable;
+          return this.#writeOutcome(
+            { what: 'discarded', rows: todo, write: (rows) => fallback(rows, why) },
+            signal,
+          );
+        }
+        metrics.transientErrors.inc({ dependency: 'database', reason: code ?? 'UNKNOWN' });
         outages.failed('database', 'RECORD_OUTCOMES', errorMessage(e), { events: todo.length, attempt });
         delay = backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, attempt);
       }
@@ -549,6 +573,18 @@ export class ReplicationSession {
     return true;
   }
 }
+
+/** One outcome statement of a batch (see #writeOutcome). */
+interface OutcomeWrite<R extends StreamedRow> {
+  what: string;
+  rows: R[];
+  write(rows: R[]): Promise<number>;
+  /** For a row PostgreSQL refuses this outcome for good (54000): record it otherwise, with `why`. */
+  unrecordable?(rows: R[], why: string): Promise<number>;
+}
+
+/** SQLSTATE 54000: e.g. "index row requires 24040 bytes, maximum size is 8191". */
+const PROGRAM_LIMIT_EXCEEDED = '54000';
 
 const PUBLISHED = 'published' as const;
 const PARKED = 'parked' as const;

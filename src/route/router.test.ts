@@ -122,6 +122,11 @@ describe('route: hostile rows', () => {
     ['NULL content_type', { contentType: null }, /^content_type is NULL/],
     ['NULL created_at', { createdAt: null }, /^created_at is NULL/],
     ['infinite created_at', { createdAt: Number.POSITIVE_INFINITY }, /^created_at is a number/],
+    [
+      'a giant aggregate_id',
+      { aggregateId: 'k'.repeat(2049) },
+      /^aggregate_id is 2049 bytes, over the relay's limit of 2048/,
+    ],
     ['numeric aggregate_id', { aggregateId: 42 }, /^aggregate_id is a number \("42"\), not text/],
     ['jsonb payload', { payload: { a: 1 } }, /^payload is an object, not bytea/],
     ['headers an array', { headers: ['a'] }, /^headers is an array, not a JSON object/],

@@ -62,7 +62,10 @@ export function checkTopicTemplate(template: string): string | null {
 }
 
 export function topicFor(event: Pick<OutboxEvent, 'aggregateType' | 'eventType'>, cfg: RouteConfig): string {
-  if (event.aggregateType === '') throw new RouteError('aggregate_type is empty: no topic can be chosen');
+  if (event.aggregateType === '')
+    throw new RouteError(
+      "aggregate_type is empty: no topic can be chosen. Fix: set it on the row and `outbox-relay events resend <id>` (or discard it); restore the CHECK (aggregate_type <> '') of docs/outbox-table.md",
+    );
   // hasOwn: an aggregate type named "constructor" or "__proto__" must not pick up Object.prototype's.
   const template = Object.hasOwn(cfg.topicOverrides, event.aggregateType)
     ? cfg.topicOverrides[event.aggregateType]!

@@ -91,6 +91,23 @@ export class OutboxStore {
     return r.rows.map((x) => x.id);
   }
 
+  /**
+   * Rows whose failure PostgreSQL refuses to record (54000: their aggregate columns are too long
+   * for the index of failed/dead/parked rows): 'discarded', the one unhealthy status outside
+   * that index, with the reason — recorded and visible (events list --status discarded), so the
+   * stream can confirm past them.
+   */
+  async recordUnrecordable(rows: readonly { id: string; error: string }[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    const r = await this.db.query(
+      `UPDATE ${this.table} AS o SET status = 'discarded', attempts = 1, last_error = left(f.error, 2000), next_attempt_at = NULL
+         FROM unnest($1::bigint[], $2::text[]) AS f(id, error)
+        WHERE o.id = f.id AND o.status = 'pending'`,
+      [rows.map((r) => r.id), rows.map((r) => r.error)],
+    );
+    return r.rowCount ?? 0;
+  }
+
   /** Events held behind a failed event of their aggregate (strict ordering). */
   async recordParked(ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
