@@ -7,6 +7,9 @@ const XLOG_DATA = 0x77; // 'w'
 const KEEPALIVE = 0x6b; // 'k'
 const STANDBY_STATUS = 0x72; // 'r'
 
+/** Longest wait for the server to close the connection at close(). */
+const CLOSE_TIMEOUT_MS = 2000;
+
 /** Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
 const PG_EPOCH_US = 946_684_800_000_000n;
 
@@ -115,9 +118,18 @@ export class ReplicationConnection {
     if (this.#closed) return;
     this.#closed = true;
     this.resume();
-    // end() waits for the server to finish the copy; a dead server must not hang shutdown.
+    // end() waits for the server to close the connection; a dead server must not hang shutdown,
+    // so it is bounded — by a timer that is cleared as soon as end() resolves (a timer left
+    // running kept every graceful stop alive for the full bound).
     const conn = this.#connection;
-    await Promise.race([this.#client.end().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.#client.end().catch(() => {}),
+      new Promise((r) => {
+        timer = setTimeout(r, CLOSE_TIMEOUT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
     conn.stream?.destroy?.();
   }
 }
