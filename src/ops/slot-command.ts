@@ -1,5 +1,6 @@
 import { EXIT } from '../cli/exit-codes.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { currentRole } from '../replication/preflight.ts';
 import { sqlName } from '../replication/privileges.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
@@ -76,15 +77,12 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
 }
 
 async function requireReplication(ctx: OpsContext): Promise<void> {
-  const r = await ctx.db.query<{ rolname: string; ok: boolean }>(
-    'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
-  );
-  const role = r.rows[0]?.rolname ?? '<role>';
-  if (!r.rows[0]?.ok) {
+  const role = await currentRole(ctx.db);
+  if (!role.replication) {
     throw new RelayError(
       ErrorCode.INSUFFICIENT_PRIVILEGE,
-      `role ${role} cannot drop replication slots (pg_drop_replication_slot needs REPLICATION or superuser); nothing changed`,
-      { fix: `ALTER ROLE ${sqlName(role)} WITH REPLICATION; -- or run \`slot drop\` as a superuser` },
+      `role ${role.name} cannot drop replication slots (pg_drop_replication_slot needs REPLICATION or superuser); nothing changed`,
+      { fix: `ALTER ROLE ${sqlName(role.name)} WITH REPLICATION; -- or run \`slot drop\` as a superuser` },
     );
   }
 }

@@ -21,8 +21,9 @@ export interface StateRecorderDeps {
 }
 
 /**
- * Writes the relay-state row: at once when the state, its detail or the last error changed,
- * otherwise every heartbeatMs — never per event. One write at a time; a change during a write
+ * Writes the relay-state row: at once when the state (or the poison position) changed; the
+ * detail, the last error and the progress go with the next write, at the latest every
+ * heartbeatMs — never per event, never faster than the state changes. One write at a time; a change during a write
  * is written right after it. A failed write is logged once per streak and retried at the next
  * tick: the row is for operators, never a reason to stop relaying.
  */
@@ -48,7 +49,7 @@ export class StateRecorder {
       this.#lastState = v.state;
       this.#since = new Date();
     }
-    const key = `${v.state}|${v.detail}|${v.lastError}|${v.poisonLsn}`;
+    const key = `${v.state}|${v.poisonLsn}`;
     const due = Date.now() - this.#lastWriteAt >= (this.#d.heartbeatMs ?? STATE_HEARTBEAT_MS);
     if (key === this.#lastKey && !due) return;
     if (this.#writing) {
@@ -78,7 +79,7 @@ export class StateRecorder {
     const d = this.#d;
     if (!d.canWrite()) return;
     const v = d.view();
-    const key = `${v.state}|${v.detail}|${v.lastError}|${v.poisonLsn}`;
+    const key = `${v.state}|${v.poisonLsn}`;
     try {
       await writeRelayState(d.db, d.stateTable, d.slot, { ...v, since: this.#since, holder: this.#holder });
       this.#lastKey = key;

@@ -37,11 +37,8 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       `wal_level is '${wal.rows[0]?.wal_level}', logical replication needs 'logical'`,
     );
   }
-  const role = await db.query<{ rolname: string; ok: boolean }>(
-    'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
-  );
-  const roleName = role.rows[0]?.rolname ?? '(unknown)';
-  if (!role.rows[0]?.ok) {
+  const { name: roleName, replication } = await currentRole(db);
+  if (!replication) {
     throw new RelayError(
       ErrorCode.ROLE_NOT_REPLICATION,
       `role ${roleName} lacks the REPLICATION attribute needed to stream from a slot`,
@@ -155,6 +152,14 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     );
   }
   await checkSlot(db, t.slot);
+}
+
+/** The connected role, and whether it may stream from and create or drop slots (REPLICATION or superuser). */
+export async function currentRole(db: pg.ClientBase): Promise<{ name: string; replication: boolean }> {
+  const r = await db.query<{ rolname: string; ok: boolean }>(
+    'SELECT rolname, (rolreplication OR rolsuper) AS ok FROM pg_roles WHERE rolname = current_user',
+  );
+  return { name: r.rows[0]?.rolname ?? '(unknown)', replication: r.rows[0]?.ok ?? false };
 }
 
 /** The privileges of `wanted` the current role lacks on schema.table; null when the table does not exist. */
