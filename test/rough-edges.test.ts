@@ -7,6 +7,7 @@ import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.ts';
 import { KafkaSink } from '../src/sinks/kafka.ts';
+import { type KafkaHarness, startKafka } from './support/kafka.ts';
 import { useTestDatabase, waitFor } from './support/postgres.ts';
 import { migrateDb, type RelayProcess, slotOf, spawnCli } from './support/relay.ts';
 
@@ -33,6 +34,46 @@ describe('kafkajs', () => {
     expect(lines.some((l) => /EoS guarantees/.test(l.msg) && l.level === 20)).toBe(true);
     expect(lines.some((l) => /switched default partitioner/.test(l.msg))).toBe(false);
     await sink.stop();
+  });
+});
+
+describe('dead-letter topic', () => {
+  const db = useTestDatabase();
+  let kafka: KafkaHarness;
+  const relays: RelayProcess[] = [];
+  afterAll(async () => {
+    for (const r of relays) r.kill('SIGTERM');
+    await Promise.all(relays.map((r) => r.exited));
+    await kafka?.stop();
+  });
+
+  it('is checked at start: a missing one is a clear warning, an existing one passes', async () => {
+    kafka = await startKafka();
+    await migrateDb(db);
+    const run = (topic: string) => {
+      const r = spawnCli([
+        'run',
+        '--database-url',
+        db.url,
+        '--slot',
+        slotOf(db),
+        '--no-http',
+        ...kafka.relayArgs(),
+        '--dead-letter-topic',
+        kafka.topic(topic),
+      ]);
+      relays.push(r);
+      return r;
+    };
+    const missing = run('dlq.missing');
+    await missing.waitForLog(/dead-letter topic \S+ is not usable \(it does not exist/);
+    expect(missing.logs()).toMatch(/"level":40/);
+    missing.kill('SIGTERM');
+    expect(await missing.exited).toBe(0);
+    await kafka.createTopic('dlq.present');
+    const present = run('dlq.present');
+    await present.waitForLog(/dead-letter topic checked/);
+    expect(present.logs()).not.toMatch(/is not usable/);
   });
 });
 

@@ -15,6 +15,7 @@ import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { SUB_MILLISECOND_MICROS } from '../route/value-format.ts';
 import { createSink } from '../sinks/create.ts';
+import { KafkaSink } from '../sinks/kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { completionScript } from './completion.ts';
@@ -56,6 +57,20 @@ async function withClient<T>(c: Config, fn: (client: pg.Client) => Promise<T>): 
   }
 }
 
+/**
+ * The dead-letter topic is used only when an event dies, which may be weeks after a deployment:
+ * say at start when it cannot work (missing with auto-creation off, or refused), not then.
+ */
+async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger): Promise<void> {
+  const verdict = await sink.checkTopic(topic).catch(() => 'unreachable' as const);
+  if (verdict === 'missing' || verdict === 'unauthorized') {
+    log.warn(
+      { topic, problem: verdict },
+      `dead-letter topic ${topic} is not usable (${verdict === 'missing' ? 'it does not exist and --kafka-auto-create-topics is off' : 'the brokers refuse this client access to it'}): events that become dead will stay 'dead' in the outbox but not reach it (outbox_dlq_publish_failed_total, alert OutboxDeadLetterPublishFailing). Create the topic or grant WRITE and DESCRIBE on it.`,
+    );
+  } else if (verdict === 'ok') log.info({ topic }, 'dead-letter topic checked');
+}
+
 /** Runs the relay until SIGTERM/SIGINT (drain, exit 0) or a second signal (exit at once). */
 export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)): Promise<number> {
   log.info(
@@ -85,6 +100,7 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   await relay.start();
+  if (c.deadLetterTopic && sink instanceof KafkaSink) void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
     ? await startHttpServer({

@@ -167,6 +167,28 @@ export class KafkaSink implements Sink {
     return classifyKafkaError(e);
   }
 
+  /**
+   * Whether the relay can publish to `topic` (the dead-letter topic, checked at start): it exists
+   * (or the producer may create it) and its metadata is not refused. `unreachable` when the
+   * brokers cannot be asked now; the relay's own retries handle that.
+   */
+  async checkTopic(topic: string): Promise<'ok' | 'missing' | 'unauthorized' | 'unreachable'> {
+    const admin = this.#kafka.admin();
+    try {
+      await admin.connect();
+      await admin.fetchTopicMetadata({ topics: [topic] });
+      return 'ok';
+    } catch (e) {
+      const type = (e as { type?: string }).type ?? '';
+      if (type === 'UNKNOWN_TOPIC_OR_PARTITION')
+        return this.#producerConfig.allowAutoTopicCreation ? 'ok' : 'missing';
+      if (type === 'TOPIC_AUTHORIZATION_FAILED') return 'unauthorized';
+      return 'unreachable';
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  }
+
   async stop(): Promise<void> {
     await this.#producer.disconnect();
   }
