@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { slotOwnershipError } from '../replication/preflight.ts';
+import { sqlName } from '../replication/privileges.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { ident, qualified } from './sql-ident.ts';
 
@@ -117,10 +118,34 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);
       applied.push(...(await ensureMigrationSlot(client, t.slot, log)));
     }
+  } catch (e) {
+    throw (await migratePrivilegeError(client, e, t.schema)) ?? e;
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]).catch(() => {});
   }
   return applied;
+}
+
+/**
+ * A refused privilege during migrate (42501, also inside a failed migration): exit 78 with what
+ * the migrating role needs — to own the schema's objects — rather than the relay's grants.
+ */
+async function migratePrivilegeError(
+  client: pg.ClientBase,
+  e: unknown,
+  schema: string,
+): Promise<RelayError | null> {
+  const cause = e instanceof RelayError && e.code === ErrorCode.MIGRATION_FAILED ? e.cause : e;
+  if ((cause as { code?: string }).code !== '42501') return null;
+  const role = await client
+    .query<{ u: string }>('SELECT current_user AS u')
+    .then((r) => sqlName(r.rows[0]!.u))
+    .catch(() => '<role>');
+  const s = sqlName(schema);
+  return new RelayError(ErrorCode.INSUFFICIENT_PRIVILEGE, `migrate: ${(cause as Error).message}`, {
+    cause,
+    fix: `run migrate as the owner of schema ${s} and its outbox table (it creates tables, indexes and the publication; CREATE PUBLICATION … FOR TABLE needs ownership of the table): e.g. ALTER SCHEMA ${s} OWNER TO ${role}; or, on a fresh schema, GRANT CREATE ON SCHEMA ${s} TO ${role}; (docs/deployment.md)`,
+  });
 }
 
 const UNUSED_SLOT =

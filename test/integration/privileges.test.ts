@@ -198,6 +198,15 @@ describe('operator commands: a refused privilege is a configuration error naming
 });
 
 describe('migrate and the slot it creates', () => {
+  it('a role that does not own the schema: exit 78 saying migrate needs the owner', async () => {
+    const r0 = roles.find((r) => r.startsWith('nogrant_'))!;
+    const r = await cli(['migrate', '--database-url', as(r0), '--slot', slotOf(db)]);
+    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.err).toMatch(/\[INSUFFICIENT_PRIVILEGE\] migrate: permission denied/);
+    expect(r.err).toContain(`fix: run migrate as the owner of schema public and its outbox table`);
+    expect(r.err).toContain(`ALTER SCHEMA public OWNER TO ${r0};`);
+  });
+
   it('warns loudly that an unused slot retains WAL, when it creates it and whenever it finds it unused', async () => {
     const slot = `early_${suffix()}`;
     try {
