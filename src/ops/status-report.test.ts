@@ -90,7 +90,7 @@ describe('evaluate', () => {
     [
       'a poison position',
       snapshot({}, {}, { state: 'poison-position', detail: 'poison position after 0/1', poisonLsn: '0/2' }),
-      /poison position \(poison position after 0\/1\).*docs\/operations.md#poison-position/,
+      /the relay is stuck: poison position after 0\/1 — see docs\/operations.md#poison-position/,
     ],
     [
       'a broker outage',

@@ -90,7 +90,7 @@ function relayProblemOf(r: RelayStatus, slot: string): string | null {
   const error = r.lastError ? `; last error: ${r.lastError}` : '';
   switch (r.state) {
     case 'poison-position':
-      return `the relay is stuck at a poison position (${r.detail ?? r.poisonLsn}): see docs/operations.md#poison-position`;
+      return `the relay is stuck: ${r.detail ?? `poison position at ${r.poisonLsn}`} — see docs/operations.md#poison-position`;
     case 'broker-outage':
       return `broker outage for ${formatAge(r.sinceSeconds)}${error}`;
     case 'database-outage':
