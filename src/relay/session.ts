@@ -556,7 +556,7 @@ export class ReplicationSession {
             for (const r of todo) if (!(await this.#writeOutcome({ ...o, rows: [r] }, signal))) return false;
             return true;
           }
-          const why = `PostgreSQL cannot record it '${o.what}' (${errorMessage(e)}: its aggregate columns are too long for the index of failed, dead and parked rows), so it is recorded 'discarded'; correct the row and \`outbox-relay events resend <id>\` if it should still be published`;
+          const why = `PostgreSQL cannot record it '${o.what}' (${errorMessage(e)}: its aggregate columns are too long for the index of failed, dead and parked rows), so it is recorded 'discarded'; if it should still be published, correct the row and re-insert it (\`outbox-relay replay --since <created_at> --event-id <event_id>\`)`;
           log.error({ id: todo[0]!.id, outcome: o.what, err: errorMessage(e) }, why);
           const fallback = o.unrecordable;
           return this.#writeOutcome(
