@@ -130,6 +130,12 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+// A stray error event (a library's connection dropped by a restart) must not leave brokers behind.
+process.on('uncaughtException', (e) => {
+  console.error(`chaos: uncaught ${e.stack ?? e}`);
+  void Promise.allSettled([...live].map((env) => env.close())).then(() => process.exit(1));
+});
+
 process.exitCode = await main();
 // kafkajs and pg may keep timers; the results are printed.
 setTimeout(() => process.exit(process.exitCode), 500).unref();

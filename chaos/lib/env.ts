@@ -156,7 +156,7 @@ export class Env {
     return relay;
   }
 
-  /** Retained WAL of the slot (pg_current_wal_lsn() - restart_lsn) every 500 ms; published/pending every 200 ms. */
+  /** Retained WAL of the slot (pg_current_wal_lsn() - restart_lsn) every 500 ms; published/pending every 100 ms. */
   startSampling(): void {
     this.#sampling = true;
     this.#samplers.push(
@@ -187,7 +187,7 @@ export class Env {
           } catch {
             // database restarting
           }
-          await sleep(200);
+          await sleep(100);
         }
       })(),
     );
@@ -206,6 +206,20 @@ export class Env {
   progressAfter(t0: number, graceMs = 500): number | null {
     const base = this.samples.filter((s) => s.at <= t0 + graceMs).at(-1)?.published ?? 0;
     const next = this.samples.find((s) => s.at > t0 + graceMs && s.published > base);
+    return next ? next.at - t0 : null;
+  }
+
+  /** The published count now (a baseline for progressSince). */
+  async publishedNow(): Promise<number> {
+    const r = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM outbox WHERE status = 'published'`,
+    );
+    return r.rows[0]!.n;
+  }
+
+  /** ms from `t0` until a sample showed more than `baseline` rows published; null if none did. */
+  progressSince(t0: number, baseline: number): number | null {
+    const next = this.samples.find((s) => s.at > t0 && s.published > baseline);
     return next ? next.at - t0 : null;
   }
 
@@ -298,7 +312,15 @@ export class Env {
     return [...counts].slice(0, limit).map(([k, n]) => `${k} (×${n})`);
   }
 
-  async close(): Promise<void> {
+  #closing: Promise<void> | null = null;
+
+  /** Idempotent (Ctrl-C may call it while the runner does). */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     await this.stopSampling();
     for (const r of this.relays) {
       if (r.child.exitCode === null && r.child.signalCode === null) r.kill('SIGKILL');

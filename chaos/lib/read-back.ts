@@ -12,7 +12,7 @@ export interface BackRecord {
   offset: number;
   key: string | null;
   value: Buffer | null;
-  /** The producer's CreateTime (ms). */
+  /** The record's timestamp (ms): the relay sets the row's created_at. */
   timestamp: number;
 }
 

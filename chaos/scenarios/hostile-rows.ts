@@ -49,7 +49,7 @@ function hostileRows(): Hostile[] {
       headers: JSON.stringify(Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`h${i}`, `v${i}`]))),
     }),
     h('headers-200kb-value', false, { headers: JSON.stringify({ big: long(200_000) }) }),
-    h('traceparent-garbage', false, { traceparent: 'zz-not-a-traceparent-\u0000' }),
+    h('traceparent-garbage', false, { traceparent: 'zz-not-a-traceparent-\u0001\u007f' }),
     h('aggregate-id-10kb', false, { aggregate_id: long(10_000) }),
     h('aggregate-id-control-chars', false, { aggregate_id: 'a\u0001\u0007\tb' }),
     h('content-type-absurd', false, { content_type: long(5000) }),
@@ -82,20 +82,24 @@ export const hostileRowsScenario: Scenario = {
     const writing = w.run(1500, 100, 8, rng(6));
     const hostile = hostileRows().map((x) => ({ ...x, id: randomUUID() }));
     const c = new pg.Client({ connectionString: env.url });
+    c.on('error', () => {});
     await c.connect();
-    for (const x of hostile) {
-      const names = ['event_id', ...Object.keys(x.cols)];
-      const params = [
-        x.id,
-        ...Object.values(x.cols).map((v, i) =>
-          names[i + 1] === 'payload' && v !== null ? Buffer.from(v) : v,
-        ),
-      ];
-      const ph = names.map((n, i) => `$${i + 1}::${n === 'event_id' ? 'uuid' : (CASTS[n] ?? 'text')}`);
-      await c.query(`INSERT INTO outbox (${names.join(', ')}) VALUES (${ph.join(', ')})`, params);
-      await sleep(300);
+    try {
+      for (const x of hostile) {
+        const names = ['event_id', ...Object.keys(x.cols)];
+        const params = [
+          x.id,
+          ...Object.values(x.cols).map((v, i) =>
+            names[i + 1] === 'payload' && v !== null ? Buffer.from(v) : v,
+          ),
+        ];
+        const ph = names.map((n, i) => `$${i + 1}::${n === 'event_id' ? 'uuid' : (CASTS[n] ?? 'text')}`);
+        await c.query(`INSERT INTO outbox (${names.join(', ')}) VALUES (${ph.join(', ')})`, params);
+        await sleep(300);
+      }
+    } finally {
+      await c.end().catch(() => {});
     }
-    await c.end();
     await writing;
     const checks: string[] = [];
     // Hostile rows go failed → (sweeper retries) → dead within a few seconds here.
