@@ -250,6 +250,34 @@ describe('npm pack → npm install -g', () => {
     expect(out.trim()).toBe('function function');
   });
 
+  it('every command of the README’s "Use it" is accepted as written; those that only need the database run against one', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(
+      readme.indexOf('## Use it'),
+      readme.indexOf('\n## ', readme.indexOf('## Use it') + 1),
+    );
+    const lines = [...section.matchAll(/```sh\n([\s\S]*?)```/g)]
+      .flatMap((m) => m[1]!.split('\n'))
+      .map((l) => l.replace(/\s+#.*$/, '').trim())
+      .filter((l) => l.startsWith('outbox-relay '));
+    expect(lines.length).toBeGreaterThanOrEqual(10);
+    const env = { DATABASE_URL: 'postgres://relay@db:5432/app' };
+    for (const line of lines) {
+      const args = line.slice('outbox-relay '.length);
+      // As written: flags, values and subcommands are valid for that command.
+      if (/--help\b|^config |^completion /.test(args)) expect(() => cli(args, env), line).not.toThrow();
+      else expect(() => cli(`config check ${args}`, env), line).not.toThrow();
+    }
+    // Against a real database (its URL in place of the example's), the read-only ones.
+    const real = { DATABASE_URL: db.url };
+    for (const line of lines.filter((l) =>
+      /^outbox-relay (migrate|check|events list|replay .*--dry-run)/.test(l),
+    )) {
+      const args = line.slice('outbox-relay '.length).replace(/postgres:\/\/\S+/g, db.url);
+      expect(() => cli(args, real), line).not.toThrow();
+    }
+  });
+
   it('migrate, check and run --sink stdout work against a real database, as the README says', async () => {
     const url = db.url;
     cli(`migrate --database-url ${url}`);
