@@ -292,17 +292,18 @@ export class Relay {
           const slot = await this.#openSlot(pool);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
+              // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
+              // about any event: nothing is failed, the relay waits and retries.
+              const cls = this.#sink.classify(e);
               throw new RelayError(
                 ErrorCode.BROKER_UNAVAILABLE,
-                `cannot connect to the ${this.#sink.name} sink: ${errorMessage(e)}`,
-                {
-                  retriable: true,
-                  cause: e,
-                },
+                `cannot start the ${this.#sink.name} sink: ${cls.reason}: ${cls.message}`,
+                { retriable: true, cause: e },
               );
             });
             sinkStarted = true;
             this.#outages.recovered('broker');
+            this.metrics.brokerOutage.set(0);
           }
           if (stop.aborted) break;
           if (lock.lost.aborted) continue;
@@ -376,6 +377,7 @@ export class Relay {
           const poison = session && streamed && !moved ? this.#countPoison(e, session) : null;
           const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
           this.#outages.failed(dependency, e.code, e.message);
+          if (dependency === 'broker') this.metrics.brokerOutage.set(1);
           this.metrics.transientErrors.inc({ dependency, reason: e.code });
           if (poison) {
             this.#setState('waiting', describePoison(poison), dependency);
