@@ -103,10 +103,12 @@ export type Drain = {
   peakRssMb: number;
   /** Relay user + sys while draining. */
   cpuSeconds: number;
+  /** The Kafka broker's user + sys while draining (NaN without a broker). */
+  brokerCpuSeconds: number;
   pg: PgCpu;
 };
 
-export type PgContext = { db: pg.Client; postmaster: number; exclude: number[] };
+export type PgContext = { db: pg.Client; postmaster: number; exclude: number[]; brokerPid?: number };
 
 /** Runs the relay on `slot` until it is confirmed past `endLsn`. */
 export async function drainRelay(
@@ -122,6 +124,7 @@ export async function drainRelay(
   try {
     const startedAt = await relay.streaming;
     sampler.start();
+    const broker0 = ctx.brokerPid ? cpuSeconds(ctx.brokerPid) : Number.NaN;
     const deadline = Date.now() + 900_000;
     let walsenderKnown = false;
     while (!(await confirmedReached(ctx.db, slot, endLsn))) {
@@ -144,6 +147,7 @@ export async function drainRelay(
       withStartup: (end - spawnedAt) / 1000,
       peakRssMb: relay.peakRssMb(),
       cpuSeconds: cpu,
+      brokerCpuSeconds: ctx.brokerPid ? cpuSeconds(ctx.brokerPid) - broker0 : Number.NaN,
       pg: pgCpu,
     };
   } finally {

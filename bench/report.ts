@@ -90,7 +90,8 @@ export class Report {
     console.log(
       `\nPostgreSQL during the Kafka drain: the relay's statements cost ${overhead.toFixed(2)} × the walsender's decoding (pg_overhead_vs_decode); ` +
         `pg_recvlogical's walsender: ${us(recv.pg.walsender, rows).toFixed(1)} µs/event. Relay seconds run from "streaming from the slot" to confirmed_flush_lsn ≥ end ` +
-        `(with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s).`,
+        `(with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s). ` +
+        `The Kafka broker spent ${us(kafka.brokerCpuSeconds, rows).toFixed(1)} µs/event during the Kafka drain; the relay was busy ${((kafka.cpuSeconds / kafka.seconds) * 100).toFixed(0)} % of the drain's wall time.`,
     );
     Object.assign(this.#json, {
       rows,
@@ -102,6 +103,8 @@ export class Report {
       kafka_relay_cpu_us_per_event: round(us(kafka.cpuSeconds, rows)),
       stdout_relay_cpu_us_per_event: round(us(stdout.cpuSeconds, rows)),
       kafka_peak_rss_mb: Math.round(kafka.peakRssMb),
+      kafka_broker_cpu_us_per_event: round(us(kafka.brokerCpuSeconds, rows)),
+      kafka_relay_busy_share: ratio(kafka.cpuSeconds / kafka.seconds),
       stdout_peak_rss_mb: Math.round(stdout.peakRssMb),
       pg_walsender_cpu_us_per_event: round(us(kafka.pg.walsender, rows)),
       pg_statements_cpu_us_per_event: round(us(kafka.pg.statements, rows)),
