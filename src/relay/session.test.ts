@@ -147,3 +147,16 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
     await s.done;
   });
 });
+
+describe('replication session: nothing escapes the replication callback', () => {
+  it('a message the decoder cannot read ends the session with an error instead of throwing out of the stream handler', async () => {
+    const s = await startSession(0x1000n);
+    // A truncated BEGIN: the parser throws. Thrown out of onData, it would reach pg's socket
+    // handler and end the process (then crash-loop on the same message).
+    expect(() => s.h.onData(0x1800n, Buffer.from([0x42, 0x00]))).not.toThrow();
+    await expect(s.done).rejects.toMatchObject({
+      code: 'DATABASE_UNAVAILABLE',
+      message: expect.stringMatching(/could not process the replication message at 0\/1800/),
+    });
+  });
+});
