@@ -76,7 +76,7 @@ describe('loadConfig', () => {
       'non-numeric batch size',
       ['--batch-size', 'lots'],
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
-      /--batch-size: expected a whole number, got "lots"/,
+      /--batch-size \(flag\): expected a whole number, got "lots"/,
     ],
     [
       'enum out of range',

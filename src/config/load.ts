@@ -109,7 +109,7 @@ export function configFix(help: string): string {
 /** A bad flag is a usage error (64); a bad file or environment value is bad configuration (78). */
 function invalid(spec: OptionSpec, source: Source, why: string, help: string): Error {
   const where = source === 'flag' ? `--${spec.flag}` : source === 'environment' ? spec.env : `"${spec.key}"`;
-  if (source === 'flag') return new UsageError(`${where}: ${why}`, help);
+  if (source === 'flag') return new UsageError(`${where} (flag): ${why}`, help);
   return new RelayError(ErrorCode.CONFIG_INVALID, `${where} (${source}): ${why}`, {
     details: { option: spec.key },
     fix: configFix(help),

@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
@@ -9,6 +11,7 @@ import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnCli } from '..
  * `events resend|discard --filter` refusing an empty filter. A real relay (stdout sink, marks
  * rows published) runs beside the commands, as in production.
  */
+const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const db = useTestDatabase();
 let relay: RelayProcess;
 const N = 30;
@@ -98,6 +101,21 @@ describe('replay', () => {
       `SELECT 1 FROM outbox c JOIN outbox o ON o.id = (c.headers->>'x-replay-of')::bigint WHERE o.headers ? 'x-replay-of'`,
     );
     expect(copiesOfCopies).toHaveLength(0);
+  });
+});
+
+describe('replay on a terminal', () => {
+  it('shows one progress line, rewritten in place, with total, rate and ETA', async () => {
+    // util-linux `script` gives the command a pseudo-terminal (stdin, stdout and stderr).
+    const cmd = [process.execPath, CLI, 'replay', '--since', '1h', '--yes', '--aggregate-id', 'o1']
+      .concat(['--database-url', db.url, '--slot', slotOf(db), '--log-format', 'json'])
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stdout).toBe(0);
+    // 6 originals of o1 (copies are skipped): one progress line, then the result.
+    expect(r.stdout).toMatch(/\r\x1b\[2Kcopied 6\/6 \(100%\) {2}[\d,]+\/s {2}ETA 0s/);
+    expect(r.stdout).toMatch(/6 event\(s\) replayed/);
   });
 });
 
