@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BlockedAggregates } from './blocked-aggregates.ts';
+import { BlockedAggregates, hasAggregate } from './blocked-aggregates.ts';
 
 describe('BlockedAggregates', () => {
   it('blocks on a failure decision and lists the blocked aggregates', () => {
@@ -50,5 +50,14 @@ describe('BlockedAggregates', () => {
     b.blockDecided('a', 'b:c');
     expect(b.has('a:b', 'c')).toBe(false);
     expect(b.keys()).toEqual([['a', 'b:c']]);
+  });
+});
+
+describe('hasAggregate', () => {
+  it('only events whose aggregate columns are text belong to an aggregate (a NULL id is not the aggregate "null")', () => {
+    expect(hasAggregate({ aggregateType: 'Order', aggregateId: 'o-1' })).toBe(true);
+    expect(hasAggregate({ aggregateType: 'Order', aggregateId: null })).toBe(false);
+    expect(hasAggregate({ aggregateType: null, aggregateId: 'o-1' })).toBe(false);
+    expect(hasAggregate({ aggregateType: 'Order', aggregateId: 42 })).toBe(false);
   });
 });
