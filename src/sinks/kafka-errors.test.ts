@@ -30,7 +30,6 @@ describe('classifyKafkaError', () => {
     ['UNKNOWN_TOPIC_OR_PARTITION', 3],
     ['INVALID_TOPIC_EXCEPTION', 17],
     ['TOPIC_AUTHORIZATION_FAILED', 29],
-    ['CLUSTER_AUTHORIZATION_FAILED', 31],
     ['MESSAGE_TOO_LARGE', 10],
     ['RECORD_LIST_TOO_LARGE', 18],
     ['INVALID_RECORD', 87],
@@ -53,6 +52,13 @@ describe('classifyKafkaError', () => {
       expect(classifyKafkaError(aggregated)).toMatchObject({ class: 'permanent', reason: type });
     });
   }
+
+  it('CLUSTER_AUTHORIZATION_FAILED is about the principal, not an event: transient, with the fix', () => {
+    const c = classifyKafkaError(protocolError('CLUSTER_AUTHORIZATION_FAILED', 31));
+    expect(c).toMatchObject({ class: 'transient', reason: 'CLUSTER_AUTHORIZATION_FAILED' });
+    expect(c.message).toMatch(/IdempotentWrite/);
+    expect(breaksProducer(protocolError('CLUSTER_AUTHORIZATION_FAILED', 31))).toBe(false);
+  });
 
   it('every permanent type in the table has a test', () => {
     const tested = new Set(permanent.map(([t]) => t));

@@ -18,7 +18,6 @@ export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {
   UNKNOWN_TOPIC_OR_PARTITION: 'topic does not exist (and auto-creation is off)',
   INVALID_TOPIC_EXCEPTION: 'invalid topic name',
   TOPIC_AUTHORIZATION_FAILED: 'not authorized to write to the topic',
-  CLUSTER_AUTHORIZATION_FAILED: 'not authorized on the cluster (idempotent producer needs IdempotentWrite)',
   MESSAGE_TOO_LARGE:
     'message larger than the broker or topic accepts (message.max.bytes / max.message.bytes)',
   RECORD_LIST_TOO_LARGE: 'batch larger than the broker accepts',
@@ -84,6 +83,15 @@ export function breaksProducer(e: unknown): boolean {
   return classifyKafkaError(e).class === 'permanent';
 }
 
+/**
+ * Refusals of the relay's principal rather than of an event: every event would meet them, so
+ * none is failed for them — transient, with the fix in the message.
+ */
+export const PRINCIPAL_KAFKA_TYPES: Readonly<Record<string, string>> = {
+  CLUSTER_AUTHORIZATION_FAILED:
+    "the relay's principal may not produce at all (an idempotent producer needs Write on a topic or IdempotentWrite on the cluster); grant it — nothing is failed meanwhile",
+};
+
 export function classifyKafkaError(e: unknown): Classified {
   const message = e instanceof Error ? e.message : String(e);
   for (const k of chain(e)) {
@@ -110,6 +118,8 @@ export function classifyKafkaError(e: unknown): Classified {
     }
     if (k.name && k.name !== 'Error') reason = k.name;
   }
+  const principal = PRINCIPAL_KAFKA_TYPES[reason];
+  if (principal) return { class: 'transient', reason, message: `${principal}: ${message}` };
   const producerState = PRODUCER_STATE_KAFKA_TYPES[reason];
   if (producerState)
     return {
