@@ -83,10 +83,13 @@ describe('preflight errors name the problem and the fix', () => {
     expect(r.err).toMatch(/SLOT_WRONG_PLUGIN.*with plugin test_decoding/);
   });
 
-  it('bad configuration exits 78 naming the option', async () => {
+  it('a bad flag exits 64, bad configuration 78, each naming the option', async () => {
     const r = await cli(['run', '--database-url', db.url, '--batch-size', 'zero']);
-    expect(r.code).toBe(EXIT.CONFIG);
+    expect(r.code).toBe(EXIT.USAGE);
     expect(r.err).toMatch(/--batch-size \(flag\): expected a whole number, got "zero"/);
+    const env = await cli(['run', '--database-url', db.url], { OUTBOX_BATCH_SIZE: 'zero' });
+    expect(env.code).toBe(EXIT.CONFIG);
+    expect(env.err).toMatch(/OUTBOX_BATCH_SIZE \(environment\): expected a whole number, got "zero"/);
     const r2 = await cli(['run', '--sink', 'stdout'], { DATABASE_URL: '' });
     expect(r2.code).toBe(EXIT.CONFIG);
     expect(r2.err).toMatch(/--database-url \/ DATABASE_URL: is required/);
