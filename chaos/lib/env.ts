@@ -288,11 +288,15 @@ export class Env {
   }
 
   /** Distinct warn/error messages of every relay so far (level ≥ 40), with counts. */
-  relayProblems(limit = 8): string[] {
+  relayProblems(limit = 12): string[] {
     const counts = new Map<string, number>();
     for (const r of this.relays) {
       for (const line of r.logs().split('\n')) {
-        if (!line.startsWith('{')) continue;
+        if (!line.startsWith('{')) {
+          // A crash prints a stack, not JSON: keep its headline.
+          if (/^(\w*Error\b|Emitted '|\s+code: )/.test(line)) counts.set(`CRASH ${line.trim()}`, 1);
+          continue;
+        }
         try {
           const l = JSON.parse(line) as {
             level: number;

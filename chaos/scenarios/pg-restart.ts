@@ -33,8 +33,18 @@ export const pgRestart: Scenario = {
     await writing;
     const checks: string[] = [];
     if (!terminated) checks.push('no active walsender to terminate');
+    const notes: string[] = [];
+    if (!alive(relay)) {
+      // A crash is a failure in itself; start another relay, as a supervisor would, so the
+      // figures say whether anything was lost beyond the crash (the slot must still hold it).
+      checks.push(`the relay exited (${relay.child.exitCode ?? relay.child.signalCode}) during the faults`);
+      const again = env.spawnRelay();
+      await again.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+      notes.push(
+        'the relay crashed: a second one was started (as a supervisor would) to drain the slot; lost = not delivered even then',
+      );
+    }
     const out = await drainAndRead(env, [w], [TOPIC_OF('Chaos')], checks);
-    if (!alive(relay)) checks.push('the relay exited');
     await w.close();
     const recoveries = faults.map((f) => ({ ...f, ms: env.progressAfter(f.at) }));
     const worst = recoveries.some((r) => r.ms === null) ? null : Math.max(...recoveries.map((r) => r.ms!));
@@ -43,6 +53,7 @@ export const pgRestart: Scenario = {
       checks,
       recoveryMs: worst,
       notes: [
+        ...notes,
         `publishing resumed after: ${recoveries.map((r) => `${r.what} ${r.ms ?? '–'} ms`).join(', ')}; writer retried ${w.errors} times`,
       ],
     };
