@@ -36,6 +36,11 @@ export class Env {
   proxies: TcpProxy[] = [];
   readonly relays: RelayProcess[] = [];
   readonly samples: Sample[] = [];
+  /**
+   * Where a row's truthful status is read: the view outbox_with_status where the migrations made
+   * it (published events are recorded in a progress record, not on the row), else the table.
+   */
+  statusTable = 'outbox';
   maxRetainedWal = 0;
   walSamples = 0;
   #sampling = false;
@@ -61,7 +66,11 @@ export class Env {
     const m = spawnCli(['migrate', '--database-url', this.url, '--slot', SLOT]);
     const code = await m.exited;
     if (code !== 0) throw new Error(`migrate exited ${code}: ${m.logs().slice(-2000)}`);
-    this.log(`postgres on port ${this.pg.port}, outbox migrated`);
+    const view = await this.db.query<{ v: string | null }>(
+      `SELECT to_regclass('public.outbox_with_status')::text AS v`,
+    );
+    if (view.rows[0]?.v) this.statusTable = 'outbox_with_status';
+    this.log(`postgres on port ${this.pg.port}, outbox migrated (statuses read from ${this.statusTable})`);
   }
 
   async startKafka(o: { brokers?: number; proxy?: boolean; maxMessageBytes?: number } = {}): Promise<void> {
@@ -181,7 +190,7 @@ export class Env {
           try {
             const r = await this.db.query<{ published: number; pending: number }>(
               `SELECT count(*) FILTER (WHERE status = 'published')::int AS published,
-                      count(*) FILTER (WHERE status = 'pending')::int AS pending FROM outbox`,
+                      count(*) FILTER (WHERE status = 'pending')::int AS pending FROM ${this.statusTable}`,
             );
             this.samples.push({ at: Date.now(), ...r.rows[0]! });
           } catch {
@@ -212,7 +221,7 @@ export class Env {
   /** The published count now (a baseline for progressSince). */
   async publishedNow(): Promise<number> {
     const r = await this.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM outbox WHERE status = 'published'`,
+      `SELECT count(*)::int AS n FROM ${this.statusTable} WHERE status = 'published'`,
     );
     return r.rows[0]!.n;
   }
@@ -240,12 +249,15 @@ export class Env {
 
   /** Until no row is pending (everything published or recorded failed/parked/dead). */
   waitNothingPending(timeoutMs = 60_000): Promise<boolean> {
-    return this.waitFor(`SELECT count(*) = 0 AS ok FROM outbox WHERE status = 'pending'`, timeoutMs);
+    return this.waitFor(
+      `SELECT count(*) = 0 AS ok FROM ${this.statusTable} WHERE status = 'pending'`,
+      timeoutMs,
+    );
   }
 
   async statusCounts(where = 'true', params: unknown[] = []): Promise<Record<string, number>> {
     const r = await this.db.query<{ status: string; n: number }>(
-      `SELECT status, count(*)::int AS n FROM outbox WHERE ${where} GROUP BY status ORDER BY status`,
+      `SELECT status, count(*)::int AS n FROM ${this.statusTable} WHERE ${where} GROUP BY status ORDER BY status`,
       params,
     );
     return Object.fromEntries(r.rows.map((x) => [x.status, x.n]));

@@ -103,11 +103,14 @@ export const hostileRowsScenario: Scenario = {
     await writing;
     const checks: string[] = [];
     // Hostile rows go failed → (sweeper retries) → dead within a few seconds here.
-    await env.waitFor(`SELECT count(*) = 0 AS ok FROM outbox WHERE status IN ('pending', 'failed')`, 30_000);
+    await env.waitFor(
+      `SELECT count(*) = 0 AS ok FROM ${env.statusTable} WHERE status IN ('pending', 'failed')`,
+      30_000,
+    );
     const out = await drainAndRead(env, [w], [TOPIC_OF('Good')], checks);
     const rows = (
       await env.db.query<{ event_id: string; status: string; last_error: string | null }>(
-        'SELECT event_id::text, status, last_error FROM outbox WHERE event_id = ANY($1::uuid[])',
+        `SELECT event_id::text, status, last_error FROM ${env.statusTable} WHERE event_id = ANY($1::uuid[])`,
         [hostile.map((x) => x.id)],
       )
     ).rows;

@@ -50,7 +50,7 @@ export const partialRefusal: Scenario = {
     const out = await drainAndRead(env, [w], [TOPIC_OF('Small'), TOPIC_OF('Other')], checks);
     const rows = (
       await env.db.query<{ event_id: string; status: string; last_error: string | null }>(
-        'SELECT event_id::text, status, last_error FROM outbox WHERE event_id = ANY($1::uuid[])',
+        `SELECT event_id::text, status, last_error FROM ${env.statusTable} WHERE event_id = ANY($1::uuid[])`,
         [[big.id, small.id]],
       )
     ).rows;

@@ -88,7 +88,7 @@ export const visibilityRace: Scenario = {
     const refused = (
       await env.db.query<{ aggregate_id: string; status: string; last_error: string | null; seq: number }>(
         `SELECT aggregate_id, status, last_error, (convert_from(payload, 'UTF8')::jsonb->>'seq')::int AS seq
-           FROM outbox WHERE aggregate_type = 'Missing' ORDER BY id`,
+           FROM ${env.statusTable} WHERE aggregate_type = 'Missing' ORDER BY id`,
       )
     ).rows;
     const heads = refused.filter((r) => r.seq === 0);
