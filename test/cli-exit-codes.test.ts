@@ -37,7 +37,8 @@ const COMMANDS: string[][] = [
   ['config', 'check'],
   ['completion', 'bash'],
 ];
-/** The help page a usage error of that command points at. */
+/** [name, argv] pairs, so a test's name reads `events list`, not `run undefined`. */
+const NAMED = COMMANDS.map((c) => [c.join(' '), c] as [string, string[]]);
 /**
  * The help page a usage error of that command points at: its own; for `config print|check`, the
  * page of the command whose options it resolves (run by default).
@@ -62,7 +63,7 @@ describe('exit codes, over every command', () => {
     );
   });
 
-  it.each(COMMANDS)('%s %s: an unknown flag exits 64 with one hint at its own --help', (...cmd) => {
+  it.each(NAMED)('%s: an unknown flag exits 64 with one hint at its own --help', (_name, cmd) => {
     const r = cli([...cmd, '--no-such-flag']);
     expect(r.code, r.err).toBe(EXIT.USAGE);
     expect(r.err).toMatch(
@@ -73,9 +74,9 @@ describe('exit codes, over every command', () => {
     expect(r.err).not.toMatch(/\n\s+at /); // no stack
   });
 
-  it.each(COMMANDS.filter((c) => c[0] !== 'completion'))(
-    '%s %s: a bad config file value exits 78 with a fix at its own --help',
-    (...cmd) => {
+  it.each(NAMED.filter(([, c]) => c[0] !== 'completion'))(
+    '%s: a bad config file value exits 78 with a fix at its own --help',
+    (_name, cmd) => {
       const file = join(dir, `bad-${cmd.join('-')}.yaml`);
       writeFileSync(file, 'databaseUrl: postgres://relay@db/app\nslot: Not-A-Slot\n');
       const r = cli([...cmd, '--config', file]);
