@@ -5,7 +5,7 @@
  *      (raw decoding, /dev/null: the physical limit), the relay → stdout and the relay → Kafka;
  *   2. drains of a backlog of single-row transactions (20,000) by pg_recvlogical and the relay → Kafka;
  *   3. PostgreSQL's CPU per event during each drain, split into the walsender's decoding and the
- *      relay's own statements (marking rows, relay state) and background processes;
+ *      relay's own statements (the progress record, relay state) and background processes;
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
  *      then a short ramp for the highest rate where lag stays bounded;
  *   5. peak RSS relaying one 200,000-row transaction;
@@ -41,9 +41,10 @@ async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
 }
 
-/** Rows the previous drain marked `published` go back to pending, so every drain does the same UPDATE work. */
+/** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
 async function resetStatus(db: pg.Client): Promise<void> {
   await db.query(`UPDATE outbox SET status = 'pending', published_at = NULL WHERE status <> 'pending'`);
+  await db.query('DELETE FROM outbox_relay_progress');
 }
 
 async function main() {

@@ -55,7 +55,7 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
   POISON_POSITION:
     'The same stream error recurs at one WAL position: retrying cannot help. See docs/operations.md#poison-position for how to skip the transaction (pg_replication_slot_advance) and replay its rows, and what is lost if you do.',
   RELAY_STATE_MISSING:
-    'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state table.',
+    'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state and progress tables.',
 };
 
 export interface RelayErrorOptions {

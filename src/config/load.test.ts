@@ -40,19 +40,28 @@ describe('loadConfig', () => {
   it('parses booleans, --no- flags, lists and maps', () => {
     const { config } = loadConfig(
       'run',
-      [
-        '--no-mark-published',
-        '--topic-override',
-        'Order=orders',
-        '--topic-override',
-        'Customer=crm.customers',
-      ],
+      ['--no-prune', '--topic-override', 'Order=orders', '--topic-override', 'Customer=crm.customers'],
       { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1, b:2', KAFKA_SSL: 'yes' },
     );
-    expect(config.markPublished).toBe(false);
+    expect(config.prune).toBe(false);
     expect(config.kafkaSsl).toBe(true);
     expect(config.kafkaBrokers).toEqual(['a:1', 'b:2']);
     expect(config.topicOverrides).toEqual({ Order: 'orders', Customer: 'crm.customers' });
+  });
+
+  it('--no-mark-published is a configuration error naming the progress record (issue 11)', () => {
+    expect(() =>
+      loadConfig('run', ['--no-mark-published'], { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1' }),
+    ).toThrow(
+      /--mark-published .*was removed: the relay records published events in the slot's progress record/,
+    );
+    expect(() =>
+      loadConfig('run', [], { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1', OUTBOX_MARK_PUBLISHED: 'false' }),
+    ).toThrow(/was removed/);
+    expect(
+      loadConfig('run', ['--mark-published'], { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1' }).config
+        .markPublished,
+    ).toBe(true);
   });
 
   it('reads secrets from <ENV>_FILE', () => {

@@ -336,6 +336,11 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
       fix: configFix(help),
     });
   };
+  if (c.markPublished === false)
+    throw fail(
+      'markPublished',
+      "was removed: the relay records published events in the slot's progress record (one statement per batch), so the truthful status costs no row writes; drop the option (docs/outbox-table.md, 'Status')",
+    );
   if (command !== 'demo') {
     if (!c.databaseUrl) throw fail('databaseUrl', 'is required (e.g. postgres://relay@db:5432/app)');
     if (!/^postgres(ql)?:\/\//.test(c.databaseUrl)) {

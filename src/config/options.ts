@@ -340,7 +340,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     negatable: true,
     default: true,
     group: 'Pipeline',
-    doc: "Set status = 'published' on rows the broker acknowledged, before confirming them. Off (--no-mark-published) saves one UPDATE per batch; rows then stay 'pending', and retention prunes them by age once the slot has confirmed past them.",
+    doc: "Removed: the relay no longer writes a row per published event. It records each batch's ids in the slot's progress record (one statement per batch), and `<table>_with_status`, the operator commands and retention read the truthful status from it (docs/outbox-table.md). --mark-published is accepted and does nothing; --no-mark-published is a configuration error.",
     commands: RUN,
   },
   {
@@ -539,7 +539,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 7 * 24 * 3600 * 1000,
     min: 0,
     group: 'Retention',
-    doc: "Age (created_at) after which 'published' and 'discarded' rows are deleted; 604800000 = 7 days. With --no-mark-published, also 'pending' rows the slot has confirmed past.",
+    doc: "Age (created_at) after which published rows (per the progress record or the row) and 'discarded' rows are deleted; 604800000 = 7 days. A row whose outcome is not settled is never deleted.",
     commands: RUN,
   },
   {
@@ -724,7 +724,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'bool',
     default: false,
     group: 'Operator',
-    doc: "replay: after inserting, wait until every copy is published (status 'published'; needs the relay's default --mark-published), showing progress; exit 69 if a copy fails for good (dead).",
+    doc: "replay: after inserting, wait until every copy is published (its truthful status 'published', per the slot's progress record), showing progress; exit 69 if a copy fails for good (dead).",
     commands: ['replay'],
   },
   {

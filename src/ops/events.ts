@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import type { StoredRow } from '../store/outbox-row.ts';
+import { unpublishedRowsSql } from '../store/progress.ts';
+import { companion } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql, type Status } from './event-filter.ts';
 import { OpsInputError } from './input-error.ts';
 
@@ -9,6 +11,15 @@ export interface EventRecord extends StoredRow {
   last_error: string | null;
   published_at: Date | null;
 }
+
+/**
+ * Operator commands read each row's truthful status (docs/outbox-table.md, "Status"): from the
+ * view `<table>_with_status`, or — for pending rows only — from the rows outside the progress
+ * record's ranges, found by id ranges (never a scan of the published rows).
+ */
+const view = (table: string) => companion(table, '_with_status');
+const unpublished = (table: string) => unpublishedRowsSql(table, companion(table, '_relay_progress'));
+const onlyPending = (f: EventFilter) => f.statuses.length === 1 && f.statuses[0] === 'pending';
 
 const COLUMNS = `id::text AS id, event_id::text AS event_id, aggregate_type, aggregate_id, event_type, payload,
   content_type, headers, traceparent, created_at, status, attempts, next_attempt_at, last_error, published_at`;
@@ -21,8 +32,9 @@ export async function listEvents(
   limit: number,
 ): Promise<EventRecord[]> {
   const w = filterSql(f);
+  const from = onlyPending(f) ? unpublished(table) : `${view(table)} AS o`;
   const r = await db.query<EventRecord>(
-    `SELECT ${COLUMNS} FROM ${table} AS o WHERE ${w.sql} ORDER BY o.id LIMIT $${w.params.length + 1}`,
+    `SELECT ${COLUMNS} FROM ${from} WHERE ${w.sql} ORDER BY o.id LIMIT $${w.params.length + 1}`,
     [...w.params, limit],
   );
   return r.rows;
@@ -33,16 +45,30 @@ export async function countEvents(
   table: string,
   f: EventFilter,
 ): Promise<Record<string, number>> {
-  const w = filterSql(f);
-  const r = await db.query<{ status: string; n: string }>(
-    `SELECT status, count(*)::text AS n FROM ${table} WHERE ${w.sql} GROUP BY status`,
-    w.params,
-  );
-  return Object.fromEntries(r.rows.map((x) => [x.status, Number(x.n)]));
+  const out: Record<string, number> = {};
+  const others = f.statuses.filter((s) => s !== 'pending');
+  if (others.length < f.statuses.length) {
+    // Outside the progress record's ranges a row's own 'pending' is its truthful status.
+    const w = filterSql({ ...f, statuses: ['pending'] });
+    const r = await db.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${unpublished(table)} WHERE ${w.sql}`,
+      w.params,
+    );
+    if (Number(r.rows[0]!.n) > 0) out.pending = Number(r.rows[0]!.n);
+  }
+  if (others.length > 0) {
+    const w = filterSql({ ...f, statuses: others });
+    const r = await db.query<{ status: string; n: string }>(
+      `SELECT status, count(*)::text AS n FROM ${view(table)} WHERE ${w.sql} GROUP BY status`,
+      w.params,
+    );
+    for (const x of r.rows) out[x.status] = Number(x.n);
+  }
+  return out;
 }
 
 export async function showEvent(db: pg.ClientBase, table: string, id: string): Promise<EventRecord> {
-  const r = await db.query<EventRecord>(`SELECT ${COLUMNS} FROM ${table} WHERE id = $1::bigint`, [id]);
+  const r = await db.query<EventRecord>(`SELECT ${COLUMNS} FROM ${view(table)} WHERE id = $1::bigint`, [id]);
   if (!r.rows[0]) throw new OpsInputError(`event ${id} does not exist in ${table}`);
   return r.rows[0];
 }
@@ -59,7 +85,7 @@ export async function selectTargets(
 ): Promise<string[]> {
   if ('ids' in target) {
     const r = await db.query<{ id: string; status: string }>(
-      `SELECT id::text AS id, status FROM ${table} AS o WHERE id = ANY($1::bigint[]) ORDER BY o.id`,
+      `SELECT id::text AS id, status FROM ${view(table)} AS o WHERE id = ANY($1::bigint[]) ORDER BY o.id`,
       [target.ids],
     );
     const found = new Map(r.rows.map((x) => [x.id, x.status]));
@@ -75,7 +101,7 @@ export async function selectTargets(
   }
   const w = filterSql(target.filter);
   const r = await db.query<{ id: string }>(
-    `SELECT id::text AS id FROM ${table} AS o WHERE ${w.sql} ORDER BY o.id`,
+    `SELECT id::text AS id FROM ${view(table)} AS o WHERE ${w.sql} ORDER BY o.id`,
     w.params,
   );
   return r.rows.map((x) => x.id);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { companion } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './event-filter.ts';
 import { withClientTransaction } from './transaction.ts';
 
@@ -42,7 +43,7 @@ export async function countReplay(
 ): Promise<ReplayResult> {
   const w = windowSql(f, o);
   const r = await db.query<{ n: string; first: string | null; last: string | null }>(
-    `SELECT count(*)::text AS n, min(id)::text AS first, max(id)::text AS last FROM ${table} AS o WHERE ${w.sql}`,
+    `SELECT count(*)::text AS n, min(id)::text AS first, max(id)::text AS last FROM ${companion(table, '_with_status')} AS o WHERE ${w.sql}`,
     w.params,
   );
   return { count: Number(r.rows[0]!.n), firstId: r.rows[0]!.first, lastId: r.rows[0]!.last, ceiling: null };
@@ -81,7 +82,7 @@ export async function replayEvents(
       const r = await db.query<{ id: string }>(
         `WITH src AS (
            SELECT o.id, event_id, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent
-             FROM ${table} AS o
+             FROM ${companion(table, '_with_status')} AS o
             WHERE ${w.sql} AND o.id > $${n + 1}::bigint AND o.id <= $${n + 2}::bigint
             ORDER BY o.id LIMIT $${n + 3}),
          copied AS (
@@ -124,8 +125,8 @@ export interface CopiesState {
 
 /**
  * The copies a replay run inserted (ids above its ceiling, its x-replayed-at stamp), by status.
- * A copy is published when the relay marked it so (its default --mark-published): the same
- * status every operator command reads.
+ * Read through `<table>_with_status`: a copy is published once the slot's progress record (or
+ * its row) says so — the same truthful status every operator command reads.
  */
 export async function copiesState(
   db: pg.ClientBase,
@@ -133,7 +134,7 @@ export async function copiesState(
   run: { ceiling: string; replayedAt: Date },
 ): Promise<CopiesState> {
   const r = await db.query<{ status: string; n: string }>(
-    `SELECT status, count(*)::text AS n FROM ${table} AS o
+    `SELECT status, count(*)::text AS n FROM ${companion(table, '_with_status')} AS o
       WHERE o.id > $1::bigint AND o.headers->>'${REPLAYED_AT_HEADER}' = $2 AND o.headers ? '${REPLAY_OF_HEADER}'
       GROUP BY status`,
     [run.ceiling, run.replayedAt.toISOString()],

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { checkDatabase } from '../replication/preflight.ts';
+import { progressTable, unpublishedRowsSql } from '../store/progress.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
@@ -50,9 +51,27 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
     );
     for (const r of byStatus.rows) {
       counts[r.status] = Number(r.n);
-      if (r.status === 'pending') oldestPending = Number(r.oldest);
       if (r.status === 'failed') oldestFailed = Number(r.oldest);
     }
+    // The row's 'pending' is its truthful status only outside the progress record's ranges
+    // (docs/outbox-table.md, "Status"): read those rows by id ranges; the rest are published.
+    // 42P01: the progress table is not migrated yet (sql/000003): the rows' own statuses are all there is.
+    const pending = await db
+      .query<{ n: string; oldest: string | null }>(
+        `SELECT count(*)::text AS n, extract(epoch FROM now() - min(o.created_at))::text AS oldest
+           FROM ${unpublishedRowsSql(table, progressTable(t.schema, t.table))} WHERE o.status = 'pending'`,
+      )
+      .catch((e) => {
+        if ((e as { code?: string }).code !== '42P01') throw e;
+        const row = byStatus.rows.find((r) => r.status === 'pending');
+        return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
+      });
+    const truly = Number(pending.rows[0]!.n);
+    const covered = Math.max(0, (counts.pending ?? 0) - truly);
+    if (covered > 0) counts.published = (counts.published ?? 0) + covered;
+    if (truly > 0) counts.pending = truly;
+    else delete counts.pending;
+    oldestPending = pending.rows[0]!.oldest === null ? null : Number(pending.rows[0]!.oldest);
     const parked = await db.query<{ n: string }>(
       `SELECT count(*)::text AS n FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM ${table} WHERE status = 'parked') p`,
     );

@@ -37,11 +37,11 @@ export interface SessionDeps {
 export class SessionStopped extends Error {}
 
 /**
- * One replication session: stream from the slot, route, publish, mark, confirm.
+ * One replication session: stream from the slot, route, publish, record progress, confirm.
  *
  * The acknowledgement rule (design.md §3) lives in AckTracker; this class feeds it:
  * begin/commit in stream order, one settle per event once the broker acknowledged it
- * and its row is marked, keepalive positions when idle. Only tracker.confirmable is
+ * and its outcome is recorded (store/progress.ts), keepalive positions when idle. Only tracker.confirmable is
  * ever sent as the flush position.
  *
  * A session never recovers in place: any stream error ends it, unsettled work is
@@ -437,25 +437,30 @@ export class ReplicationSession {
   }
 
   /**
-   * Writes the batch's outcomes (published / failed / parked), then settles it. An outcome is
-   * settled only once its row shows it (design.md §3): a statement that matches fewer rows than
+   * Writes the batch's outcomes, then settles it. Failure outcomes (failed / parked) go on their
+   * rows first; then one statement adds every id of the batch to the slot's progress record
+   * (store/progress.ts) — the published ones and the failed ones alike, whose rows now show their
+   * own status, which wins. On the happy path that is the batch's only statement. An outcome is
+   * settled only once it is durable (design.md §3): a row statement that matches fewer rows than
    * it names is not done — the rows may not be visible yet (design.md §7) — and is repeated for
-   * the rows still 'pending' or still invisible, until each is written or has moved on.
+   * the rows still 'pending' or still invisible, until each is written or has moved on; the
+   * progress statement must report its one row.
    */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
     const { config: c, store, metrics, log } = this.#d;
-    const published: StreamedRow[] = [];
+    const settled: StreamedRow[] = [];
     const parked: StreamedRow[] = [];
     const failed: (FailedRow & StreamedRow)[] = [];
     batch.forEach((p, i) => {
       const o = outcomes[i]!;
       const { id, xid } = p.message.event;
-      if (o === PUBLISHED) {
-        if (c.markPublished) published.push({ id, xid });
-      } else if (o === PARKED) parked.push({ id, xid });
-      else failed.push({ id, xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
+      settled.push({ id, xid });
+      if (o === PARKED) parked.push({ id, xid });
+      else if (o !== PUBLISHED)
+        failed.push({ id, xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
     });
-    // Failures first: the unlikely crash between statements then leaves a failed head, never parked orphans.
+    // Failures first: the unlikely crash between statements then leaves a failed head, never
+    // parked orphans; and both before the progress record covers their ids.
     const written =
       (await this.#writeOutcome(
         {
@@ -480,7 +485,18 @@ export class ReplicationSession {
         signal,
       )) &&
       (await this.#writeOutcome(
-        { what: 'published', rows: published, write: (rows) => store.markPublished(rows.map((r) => r.id)) },
+        {
+          what: 'progress',
+          rows: settled,
+          write: async (rows) => {
+            const n = await store.recordProgress(
+              c.slot,
+              rows.map((r) => r.id),
+            );
+            if (n !== 1) throw new Error(`the progress record of slot ${c.slot} was not written (${n} rows)`);
+            return rows.length;
+          },
+        },
         signal,
       ));
     this.#decisionsDone(batch, outcomes);

@@ -76,11 +76,21 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       `table ${t.schema}.${stateTable} (the relay's state, read by \`outbox-relay status\`) does not exist`,
     );
   }
+  // The progress record (sql/000003): the relay's one statement per batch.
+  const progressName = `${t.table}_relay_progress`;
+  const progress = await tablePrivileges(db, t.schema, progressName, RELAY_STATE_PRIVILEGES);
+  if (!progress) {
+    throw new RelayError(
+      ErrorCode.RELAY_STATE_MISSING,
+      `table ${t.schema}.${progressName} (the slot's progress record, which says which events are published) does not exist`,
+    );
+  }
   const grants: string[] = [];
   const missing: string[] = [];
   for (const [name, lacking] of [
     [t.table, outbox],
     [stateTable, state],
+    [progressName, progress],
   ] as const) {
     if (!lacking.length) continue;
     missing.push(`${lacking.join(', ')} on ${t.schema}.${name}`);
@@ -96,18 +106,20 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       { fix: grants.join(' ') },
     );
   }
-  // The slot's row: inserted by migrate; without it the relay must insert it itself.
-  const row = await db.query(`SELECT 1 FROM ${qualifiedName(t.schema, stateTable)} WHERE slot_name = $1`, [
-    t.slot,
-  ]);
-  if (row.rowCount === 0 && (await tablePrivileges(db, t.schema, stateTable, ['INSERT']))?.length) {
-    throw new RelayError(
-      ErrorCode.INSUFFICIENT_PRIVILEGE,
-      `${t.schema}.${stateTable} has no row for slot ${t.slot}, and role ${roleName} may not insert it`,
-      {
-        fix: `outbox-relay migrate --slot ${t.slot} (as the schema owner: it inserts the row), or ${grantOn(['INSERT'], sqlName(t.schema, stateTable), roleName)}`,
-      },
-    );
+  // The slot's rows (state, progress): inserted by migrate; without them the relay must insert them itself.
+  for (const name of [stateTable, progressName]) {
+    const row = await db.query(`SELECT 1 FROM ${qualifiedName(t.schema, name)} WHERE slot_name = $1`, [
+      t.slot,
+    ]);
+    if (row.rowCount === 0 && (await tablePrivileges(db, t.schema, name, ['INSERT']))?.length) {
+      throw new RelayError(
+        ErrorCode.INSUFFICIENT_PRIVILEGE,
+        `${t.schema}.${name} has no row for slot ${t.slot}, and role ${roleName} may not insert it`,
+        {
+          fix: `outbox-relay migrate --slot ${t.slot} (as the schema owner: it inserts the row), or ${grantOn(['INSERT'], sqlName(t.schema, name), roleName)}`,
+        },
+      );
+    }
   }
   const pub = await db.query<{
     puballtables: boolean;

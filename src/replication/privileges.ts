@@ -48,9 +48,11 @@ export function privilegeError(e: unknown, role = '<role>'): RelayError | null {
     fix = `GRANT USAGE ON SCHEMA ${sqlName(object[2]!)} TO ${r};`;
   } else if (object && /^(table|relation|view)$/.test(object[1]!)) {
     const name = object[2]!;
-    fix = name.endsWith('_relay_state')
-      ? `GRANT SELECT, UPDATE ON ${sqlName(name)} TO ${r}; -- and run \`outbox-relay migrate --slot <slot>\`, which inserts the slot's row (or GRANT INSERT too)`
-      : `GRANT SELECT, UPDATE, DELETE ON ${sqlName(name)} TO ${r}; -- the relay's role (DELETE: retention); an operator's role needs SELECT, UPDATE, INSERT`;
+    fix = name.endsWith('_with_status')
+      ? `GRANT SELECT ON ${sqlName(name)} TO ${r}; -- the truthful status of each row (docs/outbox-table.md), with SELECT on the outbox table and its _relay_progress`
+      : /_relay_(state|progress)$/.test(name)
+        ? `GRANT SELECT, UPDATE ON ${sqlName(name)} TO ${r}; -- and run \`outbox-relay migrate --slot <slot>\`, which inserts the slot's row (or GRANT INSERT too)`
+        : `GRANT SELECT, UPDATE, DELETE ON ${sqlName(name)} TO ${r}; -- the relay's role (DELETE: retention); an operator's role needs SELECT, UPDATE, INSERT`;
   } else {
     fix = `grant ${r} what the message names (docs/deployment.md, "Roles: least privilege").`;
   }

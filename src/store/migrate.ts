@@ -5,6 +5,7 @@ import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { slotOwnershipError } from '../replication/preflight.ts';
 import { sqlName } from '../replication/privileges.ts';
+import { insertInitialProgress, progressTable } from './progress.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { ident, qualified } from './sql-ident.ts';
 
@@ -116,6 +117,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
     }
     if (t.slot) {
       await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);
+      await insertInitialProgress(client, progressTable(t.schema, t.table), t.slot);
       applied.push(...(await ensureMigrationSlot(client, t.slot, log)));
     }
   } catch (e) {

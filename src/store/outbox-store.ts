@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { progressTable, recordProgress } from './progress.ts';
 import { qualified } from './sql-ident.ts';
 
 export interface FailedRow {
@@ -17,8 +18,9 @@ export interface StreamedRow {
 }
 
 /**
- * The relay's runtime statements on the outbox table: parameterised, one statement per
- * batch. Every state change is guarded by the state it leaves, so a row re-streamed after
+ * The relay's runtime statements on the outbox table and its progress record: parameterised,
+ * one statement per batch and outcome (on the happy path only the progress record: see
+ * progress.ts). Every state change is guarded by the state it leaves, so a row re-streamed after
  * a crash cannot be moved twice (no second 'failed' record, no attempts counted twice).
  *
  * Every outcome statement returns its row count, and callers must check it (design.md §7):
@@ -29,21 +31,24 @@ export interface StreamedRow {
 export class OutboxStore {
   readonly db: pg.Pool;
   readonly table: string;
+  /** The quoted progress table (progress.ts). */
+  readonly progress: string;
 
   constructor(db: pg.Pool, schema: string, table: string) {
     this.db = db;
     this.table = qualified(schema, table);
+    this.progress = progressTable(schema, table);
   }
 
-  async markPublished(ids: readonly string[]): Promise<number> {
-    if (ids.length === 0) return 0;
-    // Only 'pending' rows: rows the failure lifecycle owns change state only through it.
-    const r = await this.db.query(
-      `UPDATE ${this.table} SET status = 'published', published_at = now()
-        WHERE id = ANY($1::bigint[]) AND status = 'pending'`,
-      [ids],
-    );
-    return r.rowCount ?? 0;
+  /**
+   * Records the batch's settled ids in the slot's progress record: published ones, and those
+   * whose failure outcome is already written on the row (the row's status wins). One statement;
+   * 1 = written. Rows need not be visible yet: the record is about ids, and a row that becomes
+   * visible later is read through it as published (WAL order is not visibility order).
+   */
+  async recordProgress(slot: string, ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 1;
+    return recordProgress(this.db, this.progress, slot, ids);
   }
 
   /** First permanent failure of events from the stream: attempts = 1, due again after retryInMs. */

@@ -2,21 +2,20 @@ import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../relay/backoff.ts';
-import { readSlot } from './slot-watch.ts';
+import { publishedSql } from '../store/progress.ts';
 
 export interface RetentionDeps {
   db: pg.Pool;
   /** Quoted schema.table (OutboxStore.table). */
   table: string;
+  /** Quoted progress table (OutboxStore.progress). */
+  progress: string;
   /** Unquoted schema.table: the advisory lock key is derived from it. */
   tableName: string;
-  slot: string;
   /** Rows older than this (created_at) are pruned when published or discarded. */
   publishedRetentionMs: number;
   /** Dead rows older than this are pruned; undefined = never. */
   deadRetentionMs?: number;
-  /** false: published rows stay 'pending'; they are pruned only once the slot confirmed past them. */
-  markPublished: boolean;
   batchSize: number;
   /** Pause between two batches, so no lock and no I/O burst lasts. */
   pauseMs?: number;
@@ -33,42 +32,26 @@ export type PruneResult = {
   more: boolean;
 };
 
-/** Marks kept while the slot has not confirmed past them (a stalled relay must not grow the list). */
-const MAX_MARKS = 64;
-
 /**
  * Retention: deletes settled rows older than their window, in small batches (each its own short
  * statement, a pause between), one pruner at a time per table (pg_try_advisory_lock).
  *
- *  - 'published' and 'discarded' (an operator gave up; kept for audit): after --retention-published-ms;
+ *  - published — the row says 'published' (a retry or a release), or it says 'pending' and a
+ *    slot's progress record covers its id (the stream published it) — and 'discarded' (an
+ *    operator gave up; kept for audit): after --retention-published-ms;
  *  - 'dead': only when --retention-dead-ms is set;
- *  - 'failed', 'parked': never (they still need the sweeper or an operator);
- *  - 'pending' with --no-mark-published (rows the broker acknowledged stay 'pending'): after the
- *    published window, and only rows whose transaction the slot has confirmed past — see below.
+ *  - 'failed', 'parked', and 'pending' rows no progress record covers: never (their outcome is
+ *    not settled: they still need the stream, the sweeper or an operator).
  *
- * Which pending rows has the slot confirmed? A row's commit LSN is not stored, so each round takes
- * a mark: X = xmin of a fresh snapshot (every transaction with an xid below X has ended), then
- * L = pg_current_wal_insert_lsn() (every commit record of those transactions lies below L). Once
- * the slot's confirmed_flush_lsn reaches L, every committed transaction with xid < X is settled
- * (broker-acknowledged, or recorded 'failed'/'parked', which moves the row out of 'pending').
- * A pending row whose xmin precedes X (age(xmin) > age(X)) is then safe to delete. Marks live in
- * memory; after a restart pruning of pending rows resumes one round later. A slot dropped and
- * recreated confirms past rows it never relayed: that is the invalidated-slot case, which
- * needs a replay anyway (docs/operations.md).
+ * The record only grows, so reading it in the statement (its snapshot) can only under-prune.
+ * FOR UPDATE re-checks the row's status on its latest version: a row an operator or the sweeper
+ * moves meanwhile is judged by its new status.
  */
 export class Retention {
   readonly #d: RetentionDeps;
-  #marks: { xmin: string; lsn: string }[] = [];
-  /** The newest mark the slot confirmed past: pending rows with an older xmin are settled. */
-  #safeXmin: string | null = null;
 
   constructor(deps: RetentionDeps) {
     this.#d = deps;
-  }
-
-  /** The xmin below which pending rows are known to be relayed (marking off); null until known. */
-  get safeXmin(): string | null {
-    return this.#safeXmin;
   }
 
   /** One pruning round; null when another process holds the pruning lock. */
@@ -88,7 +71,9 @@ export class Retention {
         const deadline = Date.now() + (d.maxRoundMs ?? 5000);
         await this.#deleteAll(
           client,
-          `status IN ('published', 'discarded') AND created_at < now() - $1::bigint * interval '1 millisecond'`,
+          `created_at < now() - $1::bigint * interval '1 millisecond'
+             AND (status IN ('published', 'discarded')
+                  OR (status = 'pending' AND ${publishedSql(d.progress)} @> id))`,
           [d.publishedRetentionMs],
           result,
           signal,
@@ -103,20 +88,6 @@ export class Retention {
             signal,
             deadline,
           );
-        }
-        if (!d.markPublished) {
-          await this.#advanceMarks(client);
-          if (this.#safeXmin !== null) {
-            await this.#deleteAll(
-              client,
-              `status = 'pending' AND created_at < now() - $1::bigint * interval '1 millisecond'
-                 AND age(xmin) > age($2::text::xid)`,
-              [d.publishedRetentionMs, this.#safeXmin],
-              result,
-              signal,
-              deadline,
-            );
-          }
         }
         const total = Object.values(result.deleted).reduce((a, b) => a + b, 0);
         if (total > 0) d.log.info({ deleted: result.deleted, batches: result.batches }, 'retention: pruned');
@@ -153,7 +124,7 @@ export class Retention {
         `WITH gone AS (
            DELETE FROM ${d.table} WHERE id IN (
              SELECT id FROM ${d.table} WHERE ${where} LIMIT $${n} FOR UPDATE SKIP LOCKED)
-           RETURNING status)
+           RETURNING CASE status WHEN 'pending' THEN 'published' ELSE status END AS status)
          SELECT status, count(*)::text AS n FROM gone GROUP BY status`,
         [...params, d.batchSize],
       );
@@ -173,29 +144,5 @@ export class Retention {
       }
       await sleep(d.pauseMs ?? 20, signal);
     }
-  }
-
-  /** Promotes marks the slot confirmed past to the safe xmin, then takes a new mark. */
-  async #advanceMarks(client: pg.PoolClient): Promise<void> {
-    const d = this.#d;
-    const confirmed = (await readSlot(client, d.slot))?.confirmedFlushLsn ?? null;
-    if (confirmed !== null && this.#marks.length > 0) {
-      const passed = await client.query<{ i: number }>(
-        'SELECT i::int FROM unnest($1::pg_lsn[]) WITH ORDINALITY AS m(lsn, i) WHERE lsn <= $2::pg_lsn ORDER BY i DESC LIMIT 1',
-        [this.#marks.map((m) => m.lsn), confirmed],
-      );
-      const i = passed.rows[0]?.i;
-      if (i !== undefined) {
-        this.#safeXmin = this.#marks[i - 1]!.xmin;
-        this.#marks = this.#marks.slice(i);
-      }
-    }
-    if (this.#marks.length >= MAX_MARKS) return;
-    // Two statements, in this order: the snapshot's xmin first, the insert position after it.
-    const x = await client.query<{ xmin: string }>(
-      'SELECT xid(pg_snapshot_xmin(pg_current_snapshot()))::text AS xmin',
-    );
-    const l = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
-    this.#marks.push({ xmin: x.rows[0]!.xmin, lsn: l.rows[0]!.lsn });
   }
 }

@@ -89,7 +89,9 @@ describe('crash safety', () => {
     await waitFor(
       async () =>
         (
-          await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE status <> 'published'`)
+          await db.query<{ n: string }>(
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE status <> 'published'`,
+          )
         )[0]!.n === '0',
       { timeoutMs: 60_000, message: 'every row marked published' },
     );

@@ -49,7 +49,7 @@ interface Row {
 async function rows(ids: string[]): Promise<Row[]> {
   return db.query<Row>(
     // ORDER BY the bigint (o.id), not the text alias: '10' sorts before '8'.
-    'SELECT o.id::text AS id, status, attempts, last_error, next_attempt_at FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
+    'SELECT o.id::text AS id, status, attempts, last_error, next_attempt_at FROM outbox_with_status o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
     [ids],
   );
 }

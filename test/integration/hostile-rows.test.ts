@@ -184,7 +184,7 @@ describe('hostile rows', () => {
       new Map(
         (
           await db.query<Row>(
-            'SELECT o.id::text AS id, status, attempts, left(last_error, 600) AS last_error FROM outbox o',
+            'SELECT o.id::text AS id, status, attempts, left(last_error, 600) AS last_error FROM outbox_with_status o',
           )
         ).map((r) => [r.id, r]),
       );

@@ -82,7 +82,7 @@ const ev = (type: string, key: string, seq: number) => ({
 const statusOf = async (id: string) =>
   (
     await db.query<{ status: string; last_error: string | null }>(
-      'SELECT status, last_error FROM outbox WHERE id = $1',
+      'SELECT status, last_error FROM outbox_with_status WHERE id = $1',
       [id],
     )
   )[0]!;

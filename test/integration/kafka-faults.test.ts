@@ -42,7 +42,7 @@ const ev = (type: string, key: string, seq: number) => ({
 
 async function statusCounts(type: string): Promise<Record<string, number>> {
   const rows = await db.query<{ status: string; n: string }>(
-    'SELECT status, count(*)::text AS n FROM outbox WHERE aggregate_type = $1 GROUP BY status',
+    'SELECT status, count(*)::text AS n FROM outbox_with_status WHERE aggregate_type = $1 GROUP BY status',
     [type],
   );
   return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
@@ -204,7 +204,7 @@ describe('a topic auto-created on first use', () => {
       async () =>
         (
           await db.query<{ n: string }>(
-            `SELECT count(*)::text AS n FROM outbox WHERE aggregate_type LIKE 'Auto%' AND status = 'published'`,
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE aggregate_type LIKE 'Auto%' AND status = 'published'`,
           )
         )[0]!.n === '20',
       { timeoutMs: 60_000, message: 'all 20 events published' },

@@ -58,8 +58,11 @@ describe('bounded memory', () => {
     );
     await waitFor(
       async () =>
-        (await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE status = 'pending'`))[0]!
-          .n === '0',
+        (
+          await db.query<{ n: string }>(
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
+          )
+        )[0]!.n === '0',
       { timeoutMs: 60_000, message: 'all rows published' },
     );
     peak = Math.max(peak, peakRssMb(relay.child.pid!));
@@ -106,8 +109,11 @@ describe('shutdown', () => {
     relay = spawnRelay(db, kafka);
     await waitFor(
       async () =>
-        (await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE status = 'pending'`))[0]!
-          .n === '0',
+        (
+          await db.query<{ n: string }>(
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
+          )
+        )[0]!.n === '0',
       { timeoutMs: 60_000, message: 'all rows published after restart' },
     );
     const records = await kafka.readAll('outbox.event.Drain');

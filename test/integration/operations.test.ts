@@ -377,18 +377,14 @@ describe('retention', () => {
     await r?.close();
   });
 
-  function retention(
-    metrics: RelayMetrics,
-    opts: { deadRetentionMs?: number; markPublished?: boolean } = {},
-  ) {
+  function retention(metrics: RelayMetrics, opts: { deadRetentionMs?: number } = {}) {
     return new Retention({
       db: r.pool,
       table: '"public"."outbox"',
       tableName: 'public.outbox',
-      slot: slotOf(r),
+      progress: '"public"."outbox_relay_progress"',
       publishedRetentionMs: 7 * 24 * 3600 * 1000,
       ...(opts.deadRetentionMs === undefined ? {} : { deadRetentionMs: opts.deadRetentionMs }),
-      markPublished: opts.markPublished ?? true,
       batchSize: 10,
       pauseMs: 0,
       metrics,
@@ -415,7 +411,7 @@ describe('retention', () => {
   async function counts(): Promise<Record<string, number>> {
     const rows = await r.query<{ k: string; n: string }>(
       `SELECT status || CASE WHEN created_at < now() - interval '7 days' THEN ':old' ELSE ':young' END AS k,
-              count(*)::text AS n FROM outbox GROUP BY 1`,
+              count(*)::text AS n FROM outbox_with_status GROUP BY 1`,
     );
     return Object.fromEntries(rows.map((x) => [x.k, Number(x.n)]));
   }
@@ -467,12 +463,11 @@ describe('retention', () => {
     await r.query(`DELETE FROM outbox`);
   });
 
-  it('with marking off, deletes pending rows only once the slot confirmed past them', async () => {
+  it('prunes rows the relay recorded published (progress record) by age; never a pending row nobody published, however old', async () => {
     const sink = new CaptureSink();
     // The rows of the previous test are in the slot too: count only this test's events.
     const relayed = () => sink.messages.filter((m) => m.event.aggregateType === 'A').length;
     const config = testConfig(r, [
-      '--no-mark-published',
       '--retention-published-ms',
       '1000',
       '--prune-interval-ms',
@@ -486,14 +481,21 @@ describe('retention', () => {
       db: r.pool,
       table: '"public"."outbox"',
       tableName: 'public.outbox',
-      slot: slotOf(r),
-      publishedRetentionMs: 0,
-      markPublished: false,
+      progress: '"public"."outbox_relay_progress"',
+      publishedRetentionMs: 1000,
       batchSize: 10,
       pauseMs: 0,
       metrics: new RelayMetrics(),
       log: pino({ level: 'silent' }),
     });
+    const truthful = async () =>
+      Object.fromEntries(
+        (
+          await r.query<{ status: string; n: string }>(
+            `SELECT status, count(*)::text AS n FROM outbox_with_status GROUP BY status`,
+          )
+        ).map((x) => [x.status, Number(x.n)]),
+      );
     let relay = startRelay(config, sink);
     try {
       await waitFor(() => relay.state === 'streaming', { message: 'relay streaming' });
@@ -507,27 +509,21 @@ describe('retention', () => {
         })),
       );
       await waitFor(() => relayed() === 5, { message: 'published' });
+      // No row write per event: the column still says 'pending'; the view says 'published'.
+      await waitFor(async () => (await truthful()).published === 5, { message: 'recorded published' });
       expect((await counts())['pending:young']).toBe(5);
-      // The relay's own sweeper prunes them once they are older than the window and confirmed.
+      // The relay's own sweeper prunes them once they are older than the window.
       await waitFor(async () => Object.keys(await counts()).length === 0, {
         timeoutMs: 20_000,
-        message: 'pending rows pruned by the relay',
+        message: 'published rows pruned by the relay',
       });
-      expect(await gaugeValue(relay.metrics.pruned, { status: 'pending' })).toBe(5);
-      await waitFor(
-        async () => {
-          await direct.pruneOnce();
-          return direct.safeXmin !== null;
-        },
-        { intervalMs: 200, message: 'a mark the slot confirmed past' },
-      );
+      expect(await gaugeValue(relay.metrics.pruned, { status: 'published' })).toBe(5);
     } finally {
       await relay.stop();
     }
 
-    // The relay is down: new rows are not relayed, and however old they get, they stay — also
-    // for a pruner that knows an older confirmed mark (so the xmin rule is what holds them).
-    await insertEvents(
+    // The relay is down: new rows are not relayed, and however old they get, they stay.
+    const held = await insertEvents(
       r.pool,
       Array.from({ length: 3 }, (_, i) => ({
         aggregateType: 'A',
@@ -536,13 +532,17 @@ describe('retention', () => {
         payload: '{}',
       })),
     );
+    await r.query(`UPDATE outbox SET created_at = now() - interval '30 days' WHERE id = ANY($1::bigint[])`, [
+      held,
+    ]);
     for (let i = 0; i < 4; i++) {
       expect(await direct.pruneOnce()).toEqual({ deleted: {}, batches: 0, more: false });
       await new Promise((res) => setTimeout(res, 100));
     }
-    expect((await counts())['pending:young']).toBe(3);
+    expect(await counts()).toEqual({ 'pending:old': 3 });
+    expect(await truthful()).toEqual({ pending: 3 });
 
-    // Relayed and confirmed: now they go.
+    // Relayed and recorded: now they go.
     relay = startRelay(config, sink);
     try {
       await waitFor(() => relayed() === 8, { message: 'published after restart' });
@@ -551,7 +551,7 @@ describe('retention', () => {
           await direct.pruneOnce();
           return Object.keys(await counts()).length === 0;
         },
-        { timeoutMs: 20_000, intervalMs: 200, message: 'pending rows pruned once confirmed' },
+        { timeoutMs: 20_000, intervalMs: 200, message: 'pending rows pruned once recorded published' },
       );
     } finally {
       await relay.stop();

@@ -68,7 +68,7 @@ interface Row {
 async function rows(ids: string[]): Promise<Row[]> {
   return db.query<Row>(
     // o.id, the bigint: the output column id is text, and "10" sorts before "9".
-    'SELECT o.id::text AS id, status, attempts, headers FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
+    'SELECT o.id::text AS id, status, attempts, headers FROM outbox_with_status o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
     [ids],
   );
 }

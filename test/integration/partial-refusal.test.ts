@@ -50,7 +50,7 @@ interface Row {
 }
 const rowsOf = (ids: string[]) =>
   db.query<Row>(
-    'SELECT o.id::text AS id, status, last_error FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
+    'SELECT o.id::text AS id, status, last_error FROM outbox_with_status o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
     [ids],
   );
 

@@ -53,10 +53,10 @@ describe('check verifies what the relay needs; run creates the slot only after t
     expect(r.code).toBe(EXIT.CONFIG);
     expect(r.err).toMatch(/INSUFFICIENT_PRIVILEGE/);
     expect(r.err).toContain(
-      `role ${r0} lacks SELECT, UPDATE, DELETE on public.outbox and SELECT, UPDATE on public.outbox_relay_state`,
+      `role ${r0} lacks SELECT, UPDATE, DELETE on public.outbox and SELECT, UPDATE on public.outbox_relay_state and SELECT, UPDATE on public.outbox_relay_progress`,
     );
     expect(r.err).toContain(
-      `fix: GRANT SELECT, UPDATE, DELETE ON public.outbox TO ${r0}; GRANT SELECT, UPDATE ON public.outbox_relay_state TO ${r0};`,
+      `fix: GRANT SELECT, UPDATE, DELETE ON public.outbox TO ${r0}; GRANT SELECT, UPDATE ON public.outbox_relay_state TO ${r0}; GRANT SELECT, UPDATE ON public.outbox_relay_progress TO ${r0};`,
     );
     expect(r.err).not.toMatch(/preflight passed/);
   });
@@ -75,7 +75,9 @@ describe('check verifies what the relay needs; run creates the slot only after t
   it('only DELETE missing: named, with the --no-prune alternative', async () => {
     const r1 = await role('nodelete', 'REPLICATION');
     await db.query(`GRANT SELECT, UPDATE ON public.outbox TO ${r1}`);
-    await db.query(`GRANT SELECT, UPDATE ON public.outbox_relay_state TO ${r1}`);
+    await db.query(
+      `GRANT SELECT, UPDATE ON public.outbox_relay_state, public.outbox_relay_progress TO ${r1}`,
+    );
     const r = await cli(['check', '--database-url', as(r1), '--slot', slotOf(db)]);
     expect(r.code).toBe(EXIT.CONFIG);
     expect(r.err).toContain(
@@ -144,6 +146,8 @@ describe('check verifies what the relay needs; run creates the slot only after t
     await db.query(`GRANT USAGE ON SCHEMA public TO ${relay}`);
     await db.query(`GRANT SELECT, UPDATE, DELETE ON public.outbox TO ${relay}`);
     await db.query(`GRANT SELECT, UPDATE ON public.outbox_relay_state TO ${relay}`);
+    await db.query(`GRANT SELECT, UPDATE ON public.outbox_relay_progress TO ${relay}`);
+    await db.query(`GRANT SELECT ON public.outbox_with_status TO ${relay}`);
     const ok = await cli(['check', '--database-url', as(relay), '--slot', slotOf(db)]);
     expect(ok.err).toMatch(/preflight passed/);
     expect(ok.code).toBe(EXIT.OK);
@@ -174,7 +178,10 @@ describe('check verifies what the relay needs; run creates the slot only after t
 describe('operator commands: a refused privilege is a configuration error naming the GRANT', () => {
   it('events discard with a SELECT-only role exits 78 and changes nothing', async () => {
     const op = await role('readonly');
-    await db.query(`GRANT SELECT ON public.outbox TO ${op}`);
+    // The operator's read grants of docs/deployment.md, without UPDATE.
+    await db.query(
+      `GRANT SELECT ON public.outbox, public.outbox_relay_progress, public.outbox_with_status TO ${op}`,
+    );
     const [id] = await insertEvents(db.pool, [
       { aggregateType: 'order', aggregateId: 'op-1', eventType: 'e', payload: '{}' },
     ]);
@@ -184,7 +191,8 @@ describe('operator commands: a refused privilege is a configuration error naming
     expect(r.err).toMatch(/\[INSUFFICIENT_PRIVILEGE\] permission denied: permission denied for table outbox/);
     expect(r.err).toMatch(/fix: GRANT .* ON outbox TO /);
     expect(
-      (await db.query<{ status: string }>('SELECT status FROM outbox WHERE id = $1', [id]))[0]?.status,
+      (await db.query<{ status: string }>('SELECT status FROM outbox_with_status WHERE id = $1', [id]))[0]
+        ?.status,
     ).toBe('failed');
   });
 

@@ -24,7 +24,7 @@ const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
 async function published(ids: string[]): Promise<number> {
   const r = await db.query<{ n: string }>(
-    `SELECT count(*)::text AS n FROM outbox WHERE id = ANY($1::bigint[]) AND status = 'published'`,
+    `SELECT count(*)::text AS n FROM outbox_with_status WHERE id = ANY($1::bigint[]) AND status = 'published'`,
     [ids],
   );
   return Number(r[0]!.n);
@@ -193,8 +193,11 @@ describe('relay → Kafka', () => {
     // Settle everything before the outage.
     await waitFor(
       async () =>
-        (await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE status = 'pending'`))[0]!
-          .n === '0',
+        (
+          await db.query<{ n: string }>(
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
+          )
+        )[0]!.n === '0',
     );
     const before = await slotPosition(db);
     const ids: string[] = [];

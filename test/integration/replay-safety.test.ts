@@ -23,7 +23,9 @@ async function ops(args: string[]) {
 }
 
 async function countRows(where = 'true'): Promise<number> {
-  const [r] = await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE ${where}`);
+  const [r] = await db.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM outbox_with_status WHERE ${where}`,
+  );
   return Number(r!.n);
 }
 

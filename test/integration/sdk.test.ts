@@ -522,7 +522,8 @@ describe('through a relay', () => {
       kafka.proxies[0]!.setLatency(30);
       const uniqueInTopic = async () =>
         new Set((await kafka.readAll(topic)).map((m) => m.headers.id?.toString())).size;
-      const publishedRows = () => count(`outbox WHERE aggregate_type = 'Account' AND status = 'published'`);
+      const publishedRows = () =>
+        count(`outbox_with_status WHERE aggregate_type = 'Account' AND status = 'published'`);
       for (let k = 0; k < KILLS; k++) {
         const r = await startRelay();
         // Kill while the broker holds events whose rows are not yet marked published: the slot cannot be

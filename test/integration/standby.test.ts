@@ -186,7 +186,7 @@ describe('hot standby (two relay processes, one slot)', () => {
       async () =>
         (
           await db.query<{ n: string }>(
-            `SELECT count(*)::text AS n FROM outbox WHERE status <> 'published' AND aggregate_type = 'Account'`,
+            `SELECT count(*)::text AS n FROM outbox_with_status WHERE status <> 'published' AND aggregate_type = 'Account'`,
           )
         )[0]!.n === '0',
       { timeoutMs: 30_000, message: 'every Account row marked published' },
@@ -279,8 +279,11 @@ describe('hot standby (two relay processes, one slot)', () => {
       ]);
       await waitFor(
         async () =>
-          (await db.query<{ status: string }>('SELECT status FROM outbox WHERE id = $1', [ids[0]]))[0]!
-            .status === 'published',
+          (
+            await db.query<{ status: string }>('SELECT status FROM outbox_with_status WHERE id = $1', [
+              ids[0],
+            ])
+          )[0]!.status === 'published',
         { timeoutMs: 15_000, message: 'published after the lock loss' },
       );
     } finally {

@@ -119,7 +119,7 @@ describe('outcomes of rows that are streamed before they are visible', () => {
     const rows = async () =>
       (
         await db.pool.query<Row>(
-          'SELECT o.id::text AS id, aggregate_type, aggregate_id, status, last_error FROM outbox o ORDER BY o.id',
+          'SELECT o.id::text AS id, aggregate_type, aggregate_id, status, last_error FROM outbox_with_status o ORDER BY o.id',
         )
       ).rows;
     await waitFor(async () => (await rows()).every((r) => r.status !== 'pending'), {
@@ -182,7 +182,7 @@ describe('outcomes of rows that are streamed before they are visible', () => {
     );
     const statuses = (
       await db.pool.query<{ id: string; status: string }>(
-        'SELECT o.id::text AS id, status FROM outbox o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
+        'SELECT o.id::text AS id, status FROM outbox_with_status o WHERE o.id = ANY($1::bigint[]) ORDER BY o.id',
         [ids],
       )
     ).rows;

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { coveredBy, idRanges, parseIdRanges } from './id-ranges.ts';
+
+describe('idRanges', () => {
+  it('merges a contiguous batch into one range, whatever its size', () => {
+    const ids = Array.from({ length: 5000 }, (_, i) => String(1000 + i));
+    expect(idRanges(ids)).toBe('{[1000,6000)}');
+  });
+
+  it('keeps gaps (ids of transactions not in the batch, rolled back or still open)', () => {
+    expect(idRanges(['7', '1', '2', '3', '9', '10'])).toBe('{[1,4),[7,8),[9,11)}');
+  });
+
+  it('ignores duplicates and order; empty is the empty multirange', () => {
+    expect(idRanges(['5', '5', '4'])).toBe('{[4,6)}');
+    expect(idRanges([])).toBe('{}');
+  });
+
+  it('handles ids beyond 2^53 exactly', () => {
+    expect(idRanges(['9007199254740993', '9007199254740992'])).toBe('{[9007199254740992,9007199254740994)}');
+  });
+
+  it('round-trips through parseIdRanges and coveredBy (seeded random)', () => {
+    let seed = 42;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    for (let round = 0; round < 50; round++) {
+      const set = new Set<number>();
+      for (let i = 0; i < 40; i++) set.add(Math.floor(rnd() * 60));
+      const ranges = parseIdRanges(idRanges([...set].map(String)));
+      for (let id = -2; id < 62; id++) expect(coveredBy(ranges, BigInt(id))).toBe(set.has(id));
+      // Maximal runs: no two ranges touch.
+      for (let i = 1; i < ranges.length; i++) expect(ranges[i]![0] > ranges[i - 1]![1]).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,179 @@
+import type pg from 'pg';
+import { idRanges } from './id-ranges.ts';
+import { qualified } from './sql-ident.ts';
+
+/**
+ * The per-slot progress record (sql/000003_relay_progress.sql): which outbox ids a slot's relay
+ * has settled, as an int8multirange, written once per batch. With it, the outbox row's status
+ * column is no longer rewritten for every published event; the truthful status is
+ * `<table>_with_status` (the view) or, for counts, the complement iteration below.
+ *
+ * The rules:
+ *  - recorded before the slot position is confirmed past the ids (session.ts);
+ *  - a failure outcome (failed, parked, discarded) is written on the row BEFORE the record covers
+ *    its id, and a row whose own status is not 'pending' keeps it (the row wins);
+ *  - the record only grows; compaction fills gaps of ids that can never appear (see compact).
+ */
+export function progressTable(schema: string, table: string): string {
+  return qualified(schema, `${table}_relay_progress`);
+}
+
+/** The quoted name of the view with each row's truthful status. */
+export function statusView(schema: string, table: string): string {
+  return qualified(schema, `${table}_with_status`);
+}
+
+/** SQL: every slot's published ranges merged into one int8multirange (an InitPlan: evaluated once). */
+export function publishedSql(progress: string): string {
+  return `(SELECT coalesce(range_agg(r), '{}'::int8multirange) FROM ${progress} AS p, unnest(p.published) AS r)`;
+}
+
+/**
+ * SQL FROM-clause fragment: the outbox rows `o` whose ids lie outside every published range —
+ * the only rows that can be truly 'pending'. Iterates the complement's ranges with btree range
+ * conditions on id, so counting pending rows reads the unpublished tail and the gaps, never the
+ * whole table.
+ */
+export function unpublishedRowsSql(table: string, progress: string): string {
+  return `unnest('{(,)}'::int8multirange - ${publishedSql(progress)}) AS g
+     JOIN ${table} AS o ON o.id >= coalesce(lower(g), -9223372036854775808)
+                      AND o.id < coalesce(upper(g), 9223372036854775807)`;
+}
+
+/** migrate: the slot's row, so the relay needs only SELECT, UPDATE on the table. Keeps an existing row. */
+export async function insertInitialProgress(
+  db: pg.ClientBase,
+  progress: string,
+  slot: string,
+): Promise<void> {
+  await db.query(`INSERT INTO ${progress} (slot_name) VALUES ($1) ON CONFLICT (slot_name) DO NOTHING`, [
+    slot,
+  ]);
+}
+
+/**
+ * Adds ids to the slot's record: one statement, whose size follows the ids' runs. Returns the
+ * row count (1 when written; callers must not settle on anything else). A slot migrate did not
+ * see gets its row inserted (needs INSERT, like the relay-state row).
+ */
+export async function recordProgress(
+  db: pg.Pool | pg.ClientBase,
+  progress: string,
+  slot: string,
+  ids: readonly string[],
+): Promise<number> {
+  const ranges = idRanges(ids);
+  const r = await db.query(
+    `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now() WHERE slot_name = $1`,
+    [slot, ranges],
+  );
+  if (r.rowCount === 1) return 1;
+  const i = await db.query(
+    `INSERT INTO ${progress} AS p (slot_name, published) VALUES ($1, $2::int8multirange)
+     ON CONFLICT (slot_name) DO UPDATE SET published = p.published + EXCLUDED.published, updated_at = now()`,
+    [slot, ranges],
+  );
+  return i.rowCount ?? 0;
+}
+
+/** The slot's record as text ('{[1,5),[7,9)}'); null when the slot has no row. */
+export async function readProgress(
+  db: pg.Pool | pg.ClientBase,
+  progress: string,
+  slot: string,
+): Promise<string | null> {
+  const r = await db.query<{ published: string }>(
+    `SELECT published::text AS published FROM ${progress} WHERE slot_name = $1`,
+    [slot],
+  );
+  return r.rows[0]?.published ?? null;
+}
+
+export interface CompactResult {
+  /** Gaps filled this round. */
+  filled: number;
+  /** Ranges in the record afterwards. */
+  ranges: number;
+  /** The horizon step taken: 'id' (took max(id)), 'xmax' (took the snapshot xmax), 'fill', 'wait'. */
+  step: 'id' | 'xmax' | 'fill' | 'wait' | 'none';
+}
+
+/** Gaps examined per compaction round (each one index probe). */
+const MAX_GAPS = 1000;
+
+/**
+ * Fills gaps of the record whose ids can never appear, so the multirange stays a few ranges.
+ *
+ * A gap between two published ranges is an id the stream never settled: a rolled-back insert, a
+ * row deleted before the relay saw it, a row still to be streamed (the relay is behind, or its
+ * transaction is still open), or a row committed before the slot existed. Only the first two may
+ * be filled, and only once no transaction that took such an id can still commit. The horizon:
+ *   1. round n: S = max(id) of the visible rows (every id <= S was taken before now — ids come
+ *      from the identity sequence in order; a sequence with CACHE > 1 breaks this, see docs);
+ *   2. a later round: X = pg_snapshot_xmax(pg_current_snapshot()); every transaction that took
+ *      an id <= S had its xid by then (the xid is assigned by the same INSERT, microseconds
+ *      after the id), so its xid is < X;
+ *   3. once pg_snapshot_xmin(pg_current_snapshot()) > X, every such transaction has ended: an
+ *      id <= S with no visible row is rolled back or deleted. Gaps <= S without any visible row
+ *      are filled (a gap with a row still unsettled waits until the relay covers that row);
+ *      then the horizon starts again at 1.
+ */
+export async function compactProgress(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  progress: string,
+  slot: string,
+): Promise<CompactResult> {
+  const h = await db.query<{
+    horizon_id: string | null;
+    has_xmax: boolean;
+    passed: boolean | null;
+    ranges: number;
+  }>(
+    `SELECT horizon_id::text, horizon_xmax IS NOT NULL AS has_xmax,
+            pg_snapshot_xmin(pg_current_snapshot()) > horizon_xmax AS passed,
+            (SELECT count(*)::int FROM unnest(published)) AS ranges
+       FROM ${progress} WHERE slot_name = $1`,
+    [slot],
+  );
+  const row = h.rows[0];
+  if (!row) return { filled: 0, ranges: 0, step: 'none' };
+  if (row.horizon_id === null) {
+    await db.query(
+      `UPDATE ${progress} SET horizon_id = (SELECT max(id) FROM ${table}), horizon_at = now(), horizon_xmax = NULL
+        WHERE slot_name = $1`,
+      [slot],
+    );
+    return { filled: 0, ranges: row.ranges, step: 'id' };
+  }
+  if (!row.has_xmax) {
+    await db.query(
+      `UPDATE ${progress} SET horizon_xmax = pg_snapshot_xmax(pg_current_snapshot())
+        WHERE slot_name = $1 AND horizon_at < now()`,
+      [slot],
+    );
+    return { filled: 0, ranges: row.ranges, step: 'xmax' };
+  }
+  if (!row.passed) return { filled: 0, ranges: row.ranges, step: 'wait' };
+  // The fill is computed from this statement's snapshot and added to the row's latest value
+  // (the relay may have added ranges meanwhile): adding ids that can never appear is always sound.
+  const r = await db.query<{ filled: number; ranges: number }>(
+    `WITH gaps AS (
+       SELECT g FROM ${progress} AS p,
+              unnest(int8multirange(int8range(lower(p.published), least(upper(p.published), p.horizon_id + 1)))
+                     - p.published) AS g
+        WHERE p.slot_name = $1 AND NOT isempty(p.published) AND p.horizon_id IS NOT NULL
+        LIMIT ${MAX_GAPS}),
+     fill AS (
+       SELECT count(*)::int AS n, coalesce(range_agg(g), '{}'::int8multirange) AS m FROM gaps
+        WHERE NOT EXISTS (SELECT 1 FROM ${table} AS o WHERE o.id >= lower(gaps.g) AND o.id < upper(gaps.g)))
+     UPDATE ${progress} AS p
+        SET published = p.published + fill.m, updated_at = now(),
+            horizon_id = (SELECT max(id) FROM ${table}), horizon_at = now(), horizon_xmax = NULL
+       FROM fill WHERE p.slot_name = $1
+     RETURNING fill.n AS filled, (SELECT count(*)::int FROM unnest(p.published)) AS ranges`,
+    [slot],
+  );
+  const out = r.rows[0];
+  return { filled: out?.filled ?? 0, ranges: out?.ranges ?? row.ranges, step: 'fill' };
+}
