@@ -13,7 +13,7 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { runOpsCommand } from '../ops/cli.ts';
 import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
-import { SUB_MILLISECOND_MICROS } from '../route/value-format.ts';
+import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
@@ -26,26 +26,6 @@ const VERSION = (createRequire(import.meta.url)('../../package.json') as { versi
 
 hideKafkajsTimeoutWarnings();
 keepTimestampMicroseconds();
-
-/**
- * pg parses timestamptz into a Date (milliseconds); the envelope's occurred_at should keep the
- * microseconds of created_at. The Date stays a Date for everyone else; the sub-millisecond part
- * rides along as a symbol property that src/route/value-format.ts reads.
- */
-function keepTimestampMicroseconds(): void {
-  const TIMESTAMPTZ = pg.types.builtins.TIMESTAMPTZ;
-  const parse = pg.types.getTypeParser(TIMESTAMPTZ, 'text') as (text: string) => unknown;
-  pg.types.setTypeParser(TIMESTAMPTZ, 'text', (text: string) => {
-    const value = parse(text);
-    const fraction = /^[^.]*\.(\d{4,6})/.exec(text)?.[1];
-    if (value instanceof Date && fraction) {
-      Object.defineProperty(value, SUB_MILLISECOND_MICROS, {
-        value: Number(fraction.padEnd(6, '0').slice(3)),
-      });
-    }
-    return value;
-  });
-}
 
 async function withClient<T>(c: Config, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: c.databaseUrl, application_name: 'pg-outbox-relay' });

@@ -57,7 +57,7 @@ export function eventVersionOf(raw: unknown): number {
 
 /**
  * A Date holds milliseconds; created_at has microseconds. A timestamptz parser that keeps them
- * (the CLI installs one: src/cli/main.ts) sets this on the Date: the microseconds within its
+ * (the CLI installs one: src/route/timestamptz.ts) sets this on the Date: the microseconds within its
  * millisecond, 0–999.
  */
 export const SUB_MILLISECOND_MICROS = Symbol.for('pg-outbox-relay.subMillisecondMicros');

@@ -4,7 +4,6 @@ import {
   Kafka,
   logLevel,
   type Message,
-  Partitioners,
   type Producer,
   type ProducerConfig,
   type SASLOptions,
@@ -13,6 +12,8 @@ import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
+import { installProduceEncoder } from './kafkajs-produce-hook.ts';
+import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import type { Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
@@ -91,6 +92,11 @@ export class KafkaSink implements Sink {
 
   constructor(c: KafkaSinkConfig, log: Logger) {
     this.#log = log;
+    // Record batches written in one pass (src/sinks/produce-encoder.ts); kafkajs' encoder otherwise.
+    if (!installProduceEncoder())
+      log.warn(
+        'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
+      );
     this.#kafka = new Kafka({
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
@@ -103,9 +109,10 @@ export class KafkaSink implements Sink {
       logCreator: logCreator(log.child({ component: 'kafkajs' })),
     });
     this.#producerConfig = {
-      // kafkajs 2's default, named so it does not warn that the default changed: murmur2 of
-      // the key, as the Java client partitions (consumers of other clients agree on partitions).
-      createPartitioner: Partitioners.DefaultPartitioner,
+      // kafkajs 2's default (named, so kafkajs does not warn that the default changed), each
+      // key's partition remembered: murmur2 of the key, as the Java client partitions
+      // (consumers of other clients agree on partitions).
+      createPartitioner: CachedDefaultPartitioner,
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: c.kafkaAutoCreateTopics,

@@ -1,0 +1,128 @@
+import { createRequire } from 'node:module';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { installProduceEncoder } from './kafkajs-produce-hook.ts';
+import { encodeProduceBody, type ProduceArgs, type ProduceMessage } from './produce-encoder.ts';
+
+const require = createRequire(import.meta.url);
+type Build = (args: unknown) => {
+  request: { apiVersion: number; encode: () => Promise<{ buffer: Buffer }> };
+};
+const produce = require('kafkajs/src/protocol/requests/produce/index.js') as {
+  protocol: (o: { version: number }) => Build;
+};
+const Long = require('kafkajs/src/utils/long.js') as { fromValue(v: unknown): unknown };
+// kafkajs' own encoder, taken before the hook is installed.
+const kafkajsProtocol = produce.protocol;
+
+let seed = 7;
+function rnd(n: number): number {
+  seed = (seed * 1103515245 + 12345) >>> 0;
+  return (seed >>> 8) % n;
+}
+const ALPHABET = ['a', 'Z', '9', '-', '.', 'é', '€', '😀', '中', ' '];
+function text(max: number): string {
+  let s = '';
+  for (let i = rnd(max + 1); i > 0; i--) s += ALPHABET[rnd(ALPHABET.length)];
+  return s;
+}
+function bytes(max: number): Buffer {
+  const b = Buffer.alloc(rnd(max + 1));
+  for (let i = 0; i < b.length; i++) b[i] = rnd(256);
+  return b;
+}
+
+function message(now: number): ProduceMessage {
+  const key = [null, undefined, text(40), bytes(20)][rnd(4)];
+  const value = [null, bytes(600), text(200), bytes(3)][rnd(4)];
+  let headers: Record<string, string | Buffer> | undefined;
+  if (rnd(5) > 0) {
+    headers = {};
+    for (let i = rnd(8); i > 0; i--) headers[text(12)] = rnd(3) ? text(40) : bytes(10);
+  }
+  const ts = [String(now - rnd(100_000)), now + rnd(5000), undefined, String(now)][rnd(4)];
+  return { key, value, headers, timestamp: ts };
+}
+
+function args(now: number): ProduceArgs & { compression: number } {
+  return {
+    acks: [-1, 1, 0][rnd(3)]!,
+    timeout: rnd(60_000),
+    compression: 0,
+    transactionalId: rnd(4) ? null : text(10),
+    producerId: rnd(2) ? (Long.fromValue(rnd(1_000_000)) as { value: bigint }) : rnd(1000),
+    producerEpoch: rnd(5),
+    topicData: Array.from({ length: 1 + rnd(3) }, () => ({
+      topic: `outbox.event.${text(10)}`,
+      partitions: Array.from({ length: 1 + rnd(3) }, (_, p) => ({
+        partition: p,
+        firstSequence: rnd(1_000_000),
+        messages: Array.from({ length: 1 + rnd(60) }, () => message(now)),
+      })),
+    })),
+  };
+}
+
+async function kafkajsBytes(version: number, a: unknown): Promise<Buffer> {
+  return Buffer.from((await kafkajsProtocol({ version })(a).request.encode()).buffer);
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('encodeProduceBody', () => {
+  it('writes the bytes kafkajs writes, for random requests (keys, values, headers, timestamps, ids)', async () => {
+    const now = 1_763_000_000_000;
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    for (let n = 0; n < 200; n++) {
+      const a = args(now);
+      const ours = encodeProduceBody(a, now);
+      expect(ours).not.toBeNull();
+      expect(ours!.equals(await kafkajsBytes(3, a))).toBe(true);
+    }
+  });
+
+  it('declines what it does not encode (arrays as header values, Uint8Array values, odd timestamps)', () => {
+    const base = (m: ProduceMessage): ProduceArgs => ({
+      acks: -1,
+      timeout: 1000,
+      producerId: 1,
+      producerEpoch: 0,
+      topicData: [{ topic: 't', partitions: [{ partition: 0, messages: [m] }] }],
+    });
+    expect(encodeProduceBody(base({ key: 'k', value: 'v', headers: { a: ['1', '2'] } }))).toBeNull();
+    expect(encodeProduceBody(base({ key: 'k', value: new Uint8Array([1]) }))).toBeNull();
+    expect(encodeProduceBody(base({ key: 5, value: 'v' }))).toBeNull();
+    expect(encodeProduceBody(base({ key: 'k', value: 'v', headers: null }))).toBeNull();
+    expect(encodeProduceBody(base({ key: 'k', value: 'v', timestamp: '1.5' }))).toBeNull();
+    expect(encodeProduceBody(base({ key: 'k', value: 'v', timestamp: '1' }))).not.toBeNull();
+  });
+});
+
+describe('installProduceEncoder', () => {
+  it('plugs into kafkajs: every record-batch version (3–7) encodes as kafkajs did, fallbacks included', async () => {
+    expect(installProduceEncoder()).toBe(true);
+    expect(installProduceEncoder()).toBe(true); // once per process
+    expect(produce.protocol).not.toBe(kafkajsProtocol);
+    const now = 1_763_000_000_000;
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    for (const version of [3, 4, 5, 6, 7]) {
+      for (let n = 0; n < 20; n++) {
+        const a = args(now);
+        const built = produce.protocol({ version })(a);
+        expect(built.request.apiVersion).toBe(version);
+        const hooked = Buffer.from((await built.request.encode()).buffer);
+        expect(hooked.equals(await kafkajsBytes(version, a))).toBe(true);
+      }
+    }
+    // Declined by the fast encoder: kafkajs' own encoding, unchanged.
+    const odd = args(now);
+    odd.topicData[0]!.partitions[0]!.messages[0]!.headers = { multi: ['1', '2'] };
+    const hooked = Buffer.from((await produce.protocol({ version: 7 })(odd).request.encode()).buffer);
+    expect(hooked.equals(await kafkajsBytes(7, odd))).toBe(true);
+    // gzip: kafkajs' encoder (compressed record batches are not ours).
+    const gz = { ...args(now), compression: 1 };
+    const gzBuilt = produce.protocol({ version: 7 })(gz);
+    expect((await gzBuilt.request.encode()).buffer.length).toBeGreaterThan(0);
+  });
+});

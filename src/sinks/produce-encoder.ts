@@ -1,0 +1,285 @@
+import { crc32c } from './crc32c.ts';
+
+/**
+ * The body of a Kafka Produce request (versions 3–7: one record batch, magic 2, per partition),
+ * encoded in two passes into one buffer of the exact size: the same bytes kafkajs' own encoder
+ * writes (produce/v3/request.js, recordBatch/v0, record/v0, header/v0), without its
+ * per-record and per-header zero-filled 512-byte buffers, its per-varint arrays, its buffers
+ * grown by doubling and its byte-at-a-time CRC-32C. A test compares both byte for byte.
+ *
+ * Only the uncompressed case with the value types the relay sends (key and value: string,
+ * Buffer or null; header values: string or Buffer; timestamps within ±2^31 ms of the batch's
+ * first) is encoded here: encodeProduceBody returns null for anything else, and the caller
+ * falls back to kafkajs' encoder.
+ */
+
+/** A message as kafkajs hands it to the Produce request (`Message` of kafkajs' types). */
+export interface ProduceMessage {
+  key?: unknown;
+  value?: unknown;
+  headers?: unknown;
+  timestamp?: unknown;
+}
+
+export interface ProduceTopicData {
+  topic: string;
+  partitions: { partition: number; firstSequence?: number; messages: ProduceMessage[] }[];
+}
+
+/** 64-bit values as kafkajs passes them: its Long (a BigInt inside), a number or a numeric string. */
+type Int64 = { value: bigint } | number | string | bigint;
+
+export interface ProduceArgs {
+  acks: number;
+  timeout: number;
+  transactionalId?: string | null;
+  producerId: Int64;
+  producerEpoch: number;
+  topicData: ProduceTopicData[];
+}
+
+const TRANSACTIONAL = 16;
+const MAGIC = 2;
+/** Batch header after the length field: leader epoch, magic, crc, attributes … first sequence, record count. */
+const BATCH_HEADER = 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
+
+function toBigInt(v: Int64): bigint | null {
+  if (typeof v === 'bigint') return v;
+  if (typeof v === 'number') return Number.isSafeInteger(v) ? BigInt(v) : null;
+  if (typeof v === 'string') return /^-?\d{1,19}$/.test(v) ? BigInt(v) : null;
+  if (v !== null && typeof v === 'object' && typeof v.value === 'bigint') return v.value;
+  return null;
+}
+
+/** Bytes of a zig-zag varint of an int32. */
+function sizeOfVarInt(v: number): number {
+  let u = ((v << 1) ^ (v >> 31)) >>> 0;
+  let n = 1;
+  while (u >= 0x80) {
+    u >>>= 7;
+    n++;
+  }
+  return n;
+}
+
+function byteLengthOf(v: unknown): number {
+  return typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length;
+}
+
+/** Bytes of a varint-length-prefixed value (null: the length -1 alone). */
+function sizeOfVarBytes(v: unknown): number {
+  if (v === null || v === undefined) return 1;
+  const len = byteLengthOf(v);
+  return sizeOfVarInt(len) + len;
+}
+
+const isBytes = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
+const isNullableBytes = (v: unknown) => v === null || v === undefined || isBytes(v);
+
+/** Whether every header value is a string or a Buffer (kafkajs also takes arrays: not here). */
+function plainHeaders(h: unknown): h is Record<string, string | Buffer> {
+  if (h === undefined) return true;
+  if (h === null || typeof h !== 'object' || Array.isArray(h)) return false;
+  for (const k in h) {
+    if (!Object.hasOwn(h, k) || !isBytes((h as Record<string, unknown>)[k])) return false;
+  }
+  return true;
+}
+
+class Writer {
+  readonly buf: Buffer;
+  off = 0;
+
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(size);
+  }
+
+  int8(v: number): void {
+    this.buf[this.off++] = v;
+  }
+
+  int16(v: number): void {
+    this.off = this.buf.writeInt16BE(v, this.off);
+  }
+
+  int32(v: number): void {
+    this.off = this.buf.writeInt32BE(v, this.off);
+  }
+
+  int64(v: bigint): void {
+    this.off = this.buf.writeBigInt64BE(BigInt.asIntN(64, v), this.off);
+  }
+
+  varInt(v: number): void {
+    let u = ((v << 1) ^ (v >> 31)) >>> 0;
+    const b = this.buf;
+    while (u >= 0x80) {
+      b[this.off++] = (u & 0x7f) | 0x80;
+      u >>>= 7;
+    }
+    b[this.off++] = u;
+  }
+
+  /** Int16-length string (null: -1). */
+  string(v: string | null | undefined): void {
+    if (v === null || v === undefined) {
+      this.int16(-1);
+      return;
+    }
+    const len = Buffer.byteLength(v);
+    this.int16(len);
+    this.off += this.buf.write(v, this.off, len, 'utf8');
+  }
+
+  /** Varint-length bytes (null: -1); a string as UTF-8. */
+  varBytes(v: unknown): void {
+    if (v === null || v === undefined) {
+      this.varInt(-1);
+      return;
+    }
+    if (typeof v === 'string') {
+      const len = Buffer.byteLength(v);
+      this.varInt(len);
+      this.off += this.buf.write(v, this.off, len, 'utf8');
+    } else {
+      const b = v as Buffer;
+      this.varInt(b.length);
+      this.off += b.copy(this.buf, this.off);
+    }
+  }
+}
+
+/** The first and last timestamp as kafkajs picks them: Array.prototype.sort's order, i.e. compared as strings. */
+function timestampRange(messages: ProduceMessage[], now: number): [unknown, unknown] {
+  let first: unknown;
+  let last: unknown;
+  let firstS = '';
+  let lastS = '';
+  for (const m of messages) {
+    const t = m.timestamp;
+    if (t === null || t === undefined) continue;
+    const s = String(t);
+    if (first === undefined || s < firstS) {
+      first = t;
+      firstS = s;
+    }
+    if (last === undefined || s >= lastS) {
+      last = t;
+      lastS = s;
+    }
+  }
+  return first === undefined ? [now, now] : [first, last];
+}
+
+interface PartitionPlan {
+  firstTimestamp: bigint;
+  maxTimestamp: bigint;
+  deltas: Int32Array;
+  bodySizes: Int32Array;
+  /** Bytes of the batch from the leader epoch on (the batch length field's value). */
+  batchLength: number;
+}
+
+function planPartition(messages: ProduceMessage[], now: number): PartitionPlan | null {
+  const [first, max] = timestampRange(messages, now);
+  const firstTimestamp = toBigInt(first as Int64);
+  const maxTimestamp = toBigInt(max as Int64);
+  if (firstTimestamp === null || maxTimestamp === null) return null;
+  const deltas = new Int32Array(messages.length);
+  const bodySizes = new Int32Array(messages.length);
+  let batchLength = BATCH_HEADER;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (!isNullableBytes(m.key) || !isNullableBytes(m.value) || !plainHeaders(m.headers)) return null;
+    // kafkajs: (message.timestamp || now) - firstTimestamp, JavaScript's subtraction.
+    const delta = ((m.timestamp || now) as number) - (first as number);
+    if (!Number.isInteger(delta) || delta < -0x8000_0000 || delta > 0x7fff_ffff) return null;
+    deltas[i] = delta;
+    let body = 1 + sizeOfVarInt(delta) + sizeOfVarInt(i) + sizeOfVarBytes(m.key) + sizeOfVarBytes(m.value);
+    let headerCount = 0;
+    const headers = m.headers as Record<string, string | Buffer> | undefined;
+    for (const k in headers) {
+      const klen = Buffer.byteLength(k);
+      const vlen = byteLengthOf(headers[k]);
+      body += sizeOfVarInt(klen) + klen + sizeOfVarInt(vlen) + vlen;
+      headerCount++;
+    }
+    body += sizeOfVarInt(headerCount);
+    bodySizes[i] = body;
+    batchLength += sizeOfVarInt(body) + body;
+  }
+  return { firstTimestamp, maxTimestamp, deltas, bodySizes, batchLength };
+}
+
+/** The Produce request body (v3–v7) for `args`, or null when kafkajs' own encoder must do it. */
+export function encodeProduceBody(args: ProduceArgs, now = Date.now()): Buffer | null {
+  const producerId = toBigInt(args.producerId);
+  if (producerId === null) return null;
+  const plans: PartitionPlan[][] = [];
+  let size = (args.transactionalId == null ? 2 : 2 + Buffer.byteLength(args.transactionalId)) + 2 + 4 + 4;
+  for (const t of args.topicData) {
+    const topicPlans: PartitionPlan[] = [];
+    size += 2 + Buffer.byteLength(t.topic) + 4;
+    for (const p of t.partitions) {
+      const plan = planPartition(p.messages, now);
+      if (!plan) return null;
+      topicPlans.push(plan);
+      // partition, record set size, first offset, batch length, batch
+      size += 4 + 4 + 8 + 4 + plan.batchLength;
+    }
+    plans.push(topicPlans);
+  }
+
+  const w = new Writer(size);
+  w.string(args.transactionalId);
+  w.int16(args.acks);
+  w.int32(args.timeout);
+  w.int32(args.topicData.length);
+  const attributes = args.transactionalId ? TRANSACTIONAL : 0;
+  for (let ti = 0; ti < args.topicData.length; ti++) {
+    const t = args.topicData[ti]!;
+    w.string(t.topic);
+    w.int32(t.partitions.length);
+    for (let pi = 0; pi < t.partitions.length; pi++) {
+      const p = t.partitions[pi]!;
+      const plan = plans[ti]![pi]!;
+      w.int32(p.partition);
+      w.int32(8 + 4 + plan.batchLength);
+      w.int64(0n); // first offset
+      w.int32(plan.batchLength);
+      w.int32(0); // partition leader epoch
+      w.int8(MAGIC);
+      const crcAt = w.off;
+      w.off += 4;
+      const bodyStart = w.off;
+      w.int16(attributes);
+      w.int32(p.messages.length - 1); // last offset delta
+      w.int64(plan.firstTimestamp);
+      w.int64(plan.maxTimestamp);
+      w.int64(producerId);
+      w.int16(args.producerEpoch);
+      w.int32(p.firstSequence ?? 0);
+      w.int32(p.messages.length);
+      for (let i = 0; i < p.messages.length; i++) {
+        const m = p.messages[i]!;
+        w.varInt(plan.bodySizes[i]!);
+        w.int8(0); // record attributes
+        w.varInt(plan.deltas[i]!);
+        w.varInt(i);
+        w.varBytes(m.key);
+        w.varBytes(m.value);
+        const headers = m.headers as Record<string, string | Buffer> | undefined;
+        let count = 0;
+        for (const _ in headers) count++;
+        w.varInt(count);
+        for (const k in headers) {
+          w.varBytes(k);
+          w.varBytes(headers[k]);
+        }
+      }
+      w.buf.writeUInt32BE(crc32c(w.buf, bodyStart, w.off), crcAt);
+    }
+  }
+  if (w.off !== size) throw new Error(`produce encoder: wrote ${w.off} bytes, planned ${size}`);
+  return w.buf;
+}
