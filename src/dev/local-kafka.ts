@@ -81,6 +81,15 @@ interface ClusterFile {
   heapMb: number;
 }
 
+/**
+ * A cluster id as Kafka writes them (22 characters of URL-safe base64), never starting with '-',
+ * which kafka-storage's argument parser would take for an option.
+ */
+export function clusterIdFor(bytes: Buffer): string {
+  const id = bytes.toString('base64url').slice(0, 22);
+  return id.startsWith('-') ? `A${id.slice(1)}` : id;
+}
+
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Where resolved jars are cached: KAFKA_CACHE_DIR or <repo>/.cache/kafka. */
@@ -365,7 +374,7 @@ export class LocalKafkaCluster {
     }
     return {
       version: opts.version ?? kafkaVersionFromEnv(),
-      clusterId: randomBytes(16).toString('base64url').slice(0, 22),
+      clusterId: clusterIdFor(randomBytes(16)),
       nodes,
       sasl: opts.sasl,
       heapMb: opts.heapMb ?? 512,

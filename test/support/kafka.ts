@@ -211,7 +211,9 @@ class Harness implements KafkaHarness {
               configEntries,
             },
       ],
-      waitForLeaders: true,
+      // kafkajs' own wait gives up on UNKNOWN_TOPIC_OR_PARTITION from a broker that has not
+      // seen the new topic yet; #untilProducible waits for every partition's leader instead.
+      waitForLeaders: false,
     });
     if (!created) throw new Error(`createTopic(${topic}): the topic exists already`);
     this.#created.add(topic);
