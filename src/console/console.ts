@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
@@ -22,6 +22,7 @@ import { OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { countReplay } from '../ops/replay.ts';
 import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
+import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { History } from './history.ts';
@@ -92,14 +93,13 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   }
   const log = o.log.child({ component: 'console' });
   const table = qualified(c.schema, c.table);
-  const pool = new pg.Pool({
+  const pool = createPool({
     connectionString: c.databaseUrl,
     max: 2,
     application_name: 'outbox-relay console',
     statement_timeout: 10_000,
     idleTimeoutMillis: 30_000,
   });
-  pool.on('error', () => {}); // idle-client errors surface on the next query
   const sessions = new Sessions();
   const assets = Object.fromEntries(
     Object.entries(ASSETS).map(([name, a]) => [

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -10,6 +10,7 @@ import { privilegeError } from '../replication/privileges.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { OutboxStore } from '../store/outbox-store.ts';
+import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { backoffDelay, sleep } from './backoff.ts';
@@ -240,12 +241,11 @@ export class Relay {
   async #run(): Promise<void> {
     const c = this.#c;
     const stop = this.#stop.signal;
-    const pool = new pg.Pool({
+    const pool = createPool({
       connectionString: c.databaseUrl,
       max: 3,
       application_name: 'pg-outbox-relay',
     });
-    pool.on('error', () => {}); // idle-client errors surface on the next query
     const store = new OutboxStore(pool, c.schema, c.table);
     const blocked = new BlockedAggregates();
     const tracer = await createBatchTracer();
