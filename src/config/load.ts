@@ -51,6 +51,7 @@ export interface Config {
   sweepIntervalMs: number;
   sweepBatchSize: number;
   slotCheckIntervalMs: number;
+  slotRecovery: boolean;
   slotWarnBytes: number;
   slotCriticalBytes: number;
   heartbeatIntervalMs: number;

@@ -12,6 +12,7 @@ export class RelayMetrics {
   readonly inflightEvents: Gauge;
   readonly confirmedLsn: Gauge;
   readonly replicationReconnects: Counter;
+  readonly slotRecoveries: Counter;
   readonly brokerOutage: Gauge;
   readonly poisonPosition: Gauge;
   readonly relayState: Gauge<'state'>;
@@ -54,6 +55,11 @@ export class RelayMetrics {
     this.replicationReconnects = new Counter({
       name: 'outbox_replication_reconnects_total',
       help: 'Replication sessions started after the first.',
+      registers: r,
+    });
+    this.slotRecoveries = new Counter({
+      name: 'outbox_slot_recoveries_total',
+      help: 'Lost slots recovered: a new slot, then the rows no progress record covers published from the table.',
       registers: r,
     });
     this.brokerOutage = new Gauge({

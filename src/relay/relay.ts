@@ -1,16 +1,18 @@
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
-import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
-import { checkDatabase, ensureSlot } from '../replication/preflight.ts';
+import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.ts';
 import { privilegeError } from '../replication/privileges.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { parseIdRanges } from '../store/id-ranges.ts';
 import { OutboxStore } from '../store/outbox-store.ts';
 import { createPool } from '../store/pool.ts';
+import { markRecovery, pendingRecovery, readProgress } from '../store/progress.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { backoffDelay, sleep } from './backoff.ts';
@@ -19,6 +21,7 @@ import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { OutageLog } from './outage-log.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { ReplicationSession } from './session.ts';
+import { publishUnrecorded } from './slot-recovery.ts';
 import { StateRecorder } from './state-recorder.ts';
 
 export interface RelayOptions {
@@ -125,6 +128,8 @@ export class Relay {
   #progressAt: number | null = null;
   #attempt = 0;
   #recorder: StateRecorder | null = null;
+  /** This process has opened the slot before: finding it missing later means it was dropped. */
+  #slotSeen = false;
 
   constructor(o: RelayOptions) {
     this.#c = o.config;
@@ -289,7 +294,7 @@ export class Relay {
           await this.#preflight(pool, lock);
           // Only now, with every check passed (nothing left that ends the relay), the slot:
           // created as early as that, so no event committed meanwhile is missed.
-          const slot = await this.#openSlot(pool);
+          const slot = await this.#openSlot(pool, store);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
               // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
@@ -309,9 +314,16 @@ export class Relay {
           if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
           await blocked.reload(pool, c.schema, c.table);
+          // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
+          // stream — committed before it existed and recorded nowhere — come from the table.
+          if (slot.recovery && !(await this.#recover(slot.recovery, shared))) break;
+          // Rows the progress record covers are settled: the stream skips them (after a recovery,
+          // rows the table pass published; after a crash, rows recorded but not yet confirmed).
+          const recorded = await readProgress(pool, store.progress, c.slot);
           const session = new ReplicationSession(
             { ...shared, outages: this.#outages, tracer },
             slot.confirmedFlushLsn,
+            recorded ? parseIdRanges(recorded) : [],
           );
           this.#session = session;
           this.#current = {
@@ -361,8 +373,13 @@ export class Relay {
           this.#session = null;
           this.#current = null;
           const e = toRelayError(err);
-          if (!e.retriable) throw e;
           if (stop.aborted) break;
+          // Lost while streaming (the sweeper saw wal_status = lost): the next round recovers it.
+          if (e.code === ErrorCode.SLOT_INVALIDATED && c.slotRecovery) {
+            this.#log.warn({ err: e.message }, 'replication slot lost while streaming; recovering it');
+            continue;
+          }
+          if (!e.retriable) throw e;
           if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
             if (this.#state !== 'standby')
               this.#log.info(
@@ -437,23 +454,99 @@ export class Relay {
   async #preflight(pool: pg.Pool, lock: LeaderLock): Promise<void> {
     const client = await pool.connect();
     try {
-      await checkDatabase(client, this.#c);
+      await checkDatabase(client, this.#c).catch((e) => {
+        // A lost slot is the leader's to recover (#openSlot), unless recovery is off.
+        if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && this.#c.slotRecovery)) throw e;
+      });
       await this.#lead(lock);
     } finally {
       client.release();
     }
   }
 
-  /** The slot, created if missing (the only thing the relay ever creates). */
-  async #openSlot(pool: pg.Pool) {
+  /**
+   * The slot, created if missing (with the publication, the only thing the relay creates), and
+   * whether the rows it cannot stream must first come from the table (`recovery`). Cases:
+   *  - exists, usable → stream from its confirmed position (recovery null);
+   *  - missing, the slot's progress record empty → first start: created; the table pass publishes
+   *    rows committed before the slot existed, if any (recovery 'created');
+   *  - missing although the progress record shows it streamed (or this process streamed from
+   *    it) → someone dropped it, or a failover to a server without it: created (recovery 'dropped');
+   *  - wal_status = 'lost' (max_slot_wal_keep_size, idle timeout) → dropped and created again
+   *    (recovery 'invalidated');
+   *  - a recovery marked in the progress row and not finished (the relay died during the table
+   *    pass) → that recovery again, whatever the slot.
+   * The recovery is marked in the progress row BEFORE the new slot is created, and cleared after
+   * the table pass (#recover), so a crash in between repeats the pass instead of leaving a gap.
+   * With --no-slot-recovery a lost or dropped slot ends the relay (SLOT_INVALIDATED, exit 69).
+   */
+  async #openSlot(pool: pg.Pool, store: OutboxStore) {
+    const c = this.#c;
     const client = await pool.connect();
     try {
-      const slot = await ensureSlot(client, this.#c.slot);
-      if (slot.created) this.#log.info('replication slot created (pgoutput)');
-      return slot;
+      let recovery = await pendingRecovery(client, store.progress, c.slot);
+      const state = await checkSlot(client, c.slot).catch(async (e) => {
+        if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && c.slotRecovery)) throw e;
+        recovery = 'invalidated';
+        this.#log.warn(
+          { err: e.message },
+          'replication slot invalidated (wal_status = lost): dropping it to recover',
+        );
+        await markRecovery(client, store.progress, c.slot, recovery);
+        await client.query(
+          'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
+          [c.slot],
+        );
+        return 'missing' as const;
+      });
+      if (state === 'missing' && recovery === null) {
+        const recorded = await readProgress(client, store.progress, c.slot);
+        recovery = this.#slotSeen || (recorded !== null && recorded !== '{}') ? 'dropped' : 'created';
+        if (recovery === 'dropped' && !c.slotRecovery)
+          throw new RelayError(
+            ErrorCode.SLOT_INVALIDATED,
+            `slot ${c.slot} is gone although this relay had streamed from it (dropped, or a failover to a server without it); events committed since its last position would be missed. --no-slot-recovery is set, so the relay stops instead of recovering from the table.`,
+            { details: { slot: c.slot } },
+          );
+        if (c.slotRecovery) await markRecovery(client, store.progress, c.slot, recovery);
+        else recovery = null;
+      }
+      const slot = await ensureSlot(client, c.slot);
+      this.#slotSeen = true;
+      if (slot.created) this.#log.info({ recovery }, 'replication slot created (pgoutput)');
+      return { ...slot, recovery };
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * Publishes from the table every row no progress record covers (slot-recovery.ts) before
+   * streaming from a slot this relay created, then clears the recovery mark. A lost slot is
+   * logged and counted; on a first start this finds only rows committed before the slot existed.
+   * false = stopped meanwhile (the mark stays: the next start repeats the pass).
+   */
+  async #recover(recovery: string, d: Parameters<typeof publishUnrecorded>[0]): Promise<boolean> {
+    const t0 = Date.now();
+    const lost = recovery !== 'created';
+    if (lost) {
+      this.metrics.slotRecoveries.inc();
+      this.#log.warn(
+        { recovery },
+        `replication slot lost (${recovery}): recovering without a gap — a new slot exists; publishing from the table every row no progress record covers, in id order, then streaming from the new slot`,
+      );
+    }
+    const r = await publishUnrecorded(d, this.#stop.signal);
+    if (!r) return false;
+    await markRecovery(d.store.db, d.store.progress, this.#c.slot, null);
+    if (lost || r.published + r.failed + r.parked > 0)
+      this.#log[lost ? 'warn' : 'info'](
+        { recovery, ...r, ms: Date.now() - t0 },
+        lost
+          ? `slot recovery done: ${r.published} rows published from the table (those the old slot had sent but not recorded are duplicates), ${r.failed} failed, ${r.parked} parked`
+          : `published ${r.published} rows committed before the slot existed`,
+      );
+    return true;
   }
 
   /** Takes the leader lock unless held; SLOT_ACTIVE_ELSEWHERE (standby) when another relay holds it. */

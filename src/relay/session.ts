@@ -72,8 +72,19 @@ export class ReplicationSession {
     this.#rejectFailed = reject;
   });
 
-  constructor(deps: SessionDeps, startLsn: Lsn) {
+  /**
+   * The slot's progress record when the session started (sorted, disjoint [lo, hi) id ranges):
+   * events it covers are settled — broker-acknowledged, or their failure is on the row — so the
+   * stream skips them. After a crash between the progress write and the confirmation they come
+   * again; after a lost-slot recovery, the new slot sends rows the table pass already published.
+   */
+  readonly #recorded: readonly [bigint, bigint][];
+  readonly #recordedEnd: bigint;
+
+  constructor(deps: SessionDeps, startLsn: Lsn, recorded: readonly [bigint, bigint][] = []) {
     this.#d = deps;
+    this.#recorded = recorded;
+    this.#recordedEnd = recorded.length ? recorded[recorded.length - 1]![1] : 0n;
     this.#tracker = new AckTracker(startLsn);
     this.#received = startLsn;
     this.#decoder = new OutboxDecoder(deps.config.schema, deps.config.table);
@@ -218,6 +229,7 @@ export class ReplicationSession {
         this.#maybeConfirm();
         return;
       case 'event': {
+        if (this.#isRecorded(d.event.id)) return; // settled before: not an event of its transaction
         const txn = this.#tracker.addEvent();
         const routed = tryRoute(d.event, this.#route);
         // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
@@ -267,6 +279,28 @@ export class ReplicationSession {
       default:
         return;
     }
+  }
+
+  /** Whether the progress record covered this id when the session started (binary search). */
+  #isRecorded(id: string): boolean {
+    if (this.#recorded.length === 0) return false;
+    let x: bigint;
+    try {
+      x = BigInt(id);
+    } catch {
+      return false; // not an id the record can cover: the event goes its normal way
+    }
+    if (x >= this.#recordedEnd) return false;
+    let lo = 0;
+    let hi = this.#recorded.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const [a, b] = this.#recorded[mid]!;
+      if (x < a) hi = mid - 1;
+      else if (x >= b) lo = mid + 1;
+      else return true;
+    }
+    return false;
   }
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
@@ -612,7 +646,7 @@ function classifyStreamError(e: unknown): RelayError {
   if (code === '55006') {
     return new RelayError(ErrorCode.SLOT_ACTIVE_ELSEWHERE, errorMessage(e), { retriable: true, cause: e });
   }
-  // 42704: the slot was dropped under us; the next session's preflight recreates it (and says so).
+  // 42704: the slot was dropped under us; the next session's #openSlot recovers it (relay.ts).
   return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `replication stream failed: ${errorMessage(e)}`, {
     retriable: true,
     cause: e,

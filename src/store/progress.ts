@@ -177,3 +177,40 @@ export async function compactProgress(
   const out = r.rows[0];
   return { filled: out?.filled ?? 0, ranges: out?.ranges ?? row.ranges, step: 'fill' };
 }
+
+/** A recovery of the slot's gap (slot-recovery.ts) that was started and not finished; null = none. */
+export async function pendingRecovery(
+  db: pg.Pool | pg.ClientBase,
+  progress: string,
+  slot: string,
+): Promise<string | null> {
+  const r = await db.query<{ reason: string | null; since: Date | null }>(
+    `SELECT recovery_reason AS reason, recovery_since AS since FROM ${progress} WHERE slot_name = $1`,
+    [slot],
+  );
+  const row = r.rows[0];
+  return row?.since ? (row.reason ?? 'unknown') : null;
+}
+
+/** Marks (reason) or clears (null) the slot's recovery; the slot's row is created if missing. */
+export async function markRecovery(
+  db: pg.Pool | pg.ClientBase,
+  progress: string,
+  slot: string,
+  reason: string | null,
+): Promise<void> {
+  const u = await db.query(
+    `UPDATE ${progress} SET recovery_since = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END,
+            recovery_reason = $2, updated_at = now() WHERE slot_name = $1`,
+    [slot, reason],
+  );
+  if (u.rowCount === 1) return;
+  const r = await db.query(
+    `INSERT INTO ${progress} AS p (slot_name, recovery_since, recovery_reason)
+     VALUES ($1, CASE WHEN $2::text IS NULL THEN NULL ELSE now() END, $2)
+     ON CONFLICT (slot_name) DO UPDATE SET recovery_since = EXCLUDED.recovery_since,
+       recovery_reason = EXCLUDED.recovery_reason, updated_at = now()`,
+    [slot, reason],
+  );
+  if (r.rowCount !== 1) throw new Error(`the recovery mark of slot ${slot} was not written`);
+}
