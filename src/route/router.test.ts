@@ -66,6 +66,36 @@ describe('route', () => {
     expect(() => topicFor(event({ aggregateType: 'x'.repeat(260) }), cfg)).toThrow(RouteError);
   });
 
+  it('remembers legal topics without mixing templates, aggregate types or event types (hostile names included)', () => {
+    const withEvent = {
+      topicTemplate: 'app.{aggregate_type}.{event_type}',
+      topicOverrides: { C: 'c.{event_type}' },
+    };
+    const plain = { topicTemplate: 'x.{aggregate_type}', topicOverrides: { C: 'customers' } };
+    const fresh = (a: string, e: string, c: typeof plain) => {
+      const t = Object.hasOwn(c.topicOverrides, a) ? c.topicOverrides[a as 'C'] : c.topicTemplate;
+      return t.replace('{aggregate_type}', a).replace('{event_type}', e);
+    };
+    const names = ['Order', 'C', 'constructor', '__proto__', 'a\u0000b', 'b', 'a', 'q r', 'x'.repeat(240)];
+    for (let round = 0; round < 2; round++) {
+      for (const a of names) {
+        for (const e of names) {
+          for (const c of [withEvent, plain]) {
+            const want = fresh(a, e, c);
+            if (/^[a-zA-Z0-9._-]{1,249}$/.test(want))
+              expect(topicFor({ aggregateType: a, eventType: e }, c)).toBe(want);
+            else expect(() => topicFor({ aggregateType: a, eventType: e }, c)).toThrow(RouteError);
+          }
+        }
+      }
+    }
+    // Past its bound the memory starts over; answers stay right.
+    for (let i = 0; i < 25_000; i++) {
+      const a = `T${i % 12_000}`;
+      expect(topicFor({ aggregateType: a, eventType: 'E' }, plain)).toBe(`x.${a}`);
+    }
+  });
+
   it('checks templates at config time', () => {
     expect(checkTopicTemplate(DEFAULT_TOPIC_TEMPLATE)).toBeNull();
     expect(checkTopicTemplate('t.{aggregate}')).toMatch(/unknown placeholder \{aggregate\}/);

@@ -70,6 +70,14 @@ export function topicFor(event: Pick<OutboxEvent, 'aggregateType' | 'eventType'>
   const template = Object.hasOwn(cfg.topicOverrides, event.aggregateType)
     ? cfg.topicOverrides[event.aggregateType]!
     : cfg.topicTemplate;
+  // A topic is a pure function of the template, the aggregate type and (when the template names
+  // it) the event type; the same few recur for every event, so legal ones are remembered.
+  let byAggregate = topicCache.get(template);
+  if (!byAggregate) topicCache.set(template, (byAggregate = new Map()));
+  let byEventType = byAggregate.get(event.aggregateType);
+  const eventType = template.includes('{event_type}') ? event.eventType : '';
+  const cached = byEventType?.get(eventType);
+  if (cached !== undefined) return cached;
   const topic = template.replace(PLACEHOLDER, (_, name: string) =>
     name === 'aggregate_type' ? event.aggregateType : event.eventType,
   );
@@ -78,8 +86,24 @@ export function topicFor(event: Pick<OutboxEvent, 'aggregateType' | 'eventType'>
       `topic ${quote(topic)} (from aggregate_type ${quote(event.aggregateType)}) is not a legal Kafka topic name (letters, digits, ".", "_", "-", at most 249 characters). Fix: add a --topic-override for this aggregate type, then \`outbox-relay events resend <id>\` (or discard it)`,
     );
   }
+  if (++cachedTopics > MAX_CACHED_TOPICS) {
+    topicCache.clear();
+    cachedTopics = 1;
+    topicCache.set(template, (byAggregate = new Map()));
+    byEventType = undefined;
+  }
+  if (!byEventType) byAggregate.set(event.aggregateType, (byEventType = new Map()));
+  byEventType.set(eventType, topic);
   return topic;
 }
+
+/**
+ * Legal topics by template, aggregate type and event type ('' when the template does not name
+ * it); bounded, since rows are hostile input.
+ */
+const topicCache = new Map<string, Map<string, Map<string, string>>>();
+const MAX_CACHED_TOPICS = 10_000;
+let cachedTopics = 0;
 
 /**
  * Header names written by the relay. They win over same-named entries of the row's
