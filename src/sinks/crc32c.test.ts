@@ -26,8 +26,16 @@ describe('crc32c', () => {
     }
   });
 
-  it('checksums a range of a larger buffer', () => {
+  it('checksums a range of a larger buffer, at every alignment', () => {
     const b = Buffer.from('xx123456789yy');
     expect(crc32c(b, 2, 11)).toBe(0xe3069283);
+    const big = Buffer.alloc(10_000);
+    for (let i = 0; i < big.length; i++) big[i] = (i * 131 + 7) & 0xff;
+    for (let s = 0; s < 9; s++)
+      for (const e of [big.length, big.length - 1, big.length - 5, s + 7, s + 8, s + 17])
+        expect(crc32c(big, s, e)).toBe(kafkajsCrc32c(big.subarray(s, e)));
+    // A view that starts at an odd offset of its ArrayBuffer (e.g. a slice of Node's buffer pool).
+    const view = Buffer.from(big.buffer, 3, 5000);
+    expect(crc32c(view)).toBe(kafkajsCrc32c(Buffer.from(view)));
   });
 });

