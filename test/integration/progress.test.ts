@@ -218,6 +218,94 @@ describe('a relay killed between the publish and the progress write', () => {
   }, 90_000);
 });
 
+describe('a relay killed after the progress write, before confirming', () => {
+  it('shows the events published; the restarted stream skips them (recorded: not sent twice)', async () => {
+    await withDb('progress_unconfirmed', async (db) => {
+      const args = [
+        'run',
+        '--sink',
+        'stdout',
+        '--database-url',
+        db.url,
+        '--slot',
+        slotOf(db),
+        '--linger-ms',
+        '0',
+      ];
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      const first = spawnCli(args);
+      let second: ReturnType<typeof spawnCli> | undefined;
+      try {
+        await first.waitForLog(/streaming from the slot/, 30_000);
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM outbox_relay_progress WHERE slot_name = $1 FOR UPDATE', [
+          slotOf(db),
+        ]);
+        // One row: one batch, whose single progress statement is held.
+        const ids = await insertEvents(db.pool, rows(1, 'Unconfirmed'));
+        const eventIds = (
+          await db.query<{ event_id: string }>(
+            'SELECT event_id::text FROM outbox WHERE id = ANY($1::bigint[])',
+            [ids],
+          )
+        ).map((r) => r.event_id);
+        const [{ lsn: afterInsert } = { lsn: '' }] = await db.query<{ lsn: string }>(
+          'SELECT pg_current_wal_insert_lsn()::text AS lsn',
+        );
+        await waitFor(() => eventIds.every((e) => first.stdout().includes(e)), { message: 'printed' });
+        const blocked = async () =>
+          (
+            await db.query<{ n: string }>(
+              `SELECT count(*)::text AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                  AND query LIKE 'UPDATE%outbox_relay_progress%SET published = published +%'`,
+            )
+          )[0]!.n === '1';
+        await waitFor(blocked, { message: 'progress statement blocked' });
+        // Freeze the relay, let its progress statement through, then kill it: recorded, not confirmed.
+        first.kill('SIGSTOP');
+        await holder.query('ROLLBACK');
+        await waitFor(async () => (await statuses(db, ids)).every((s) => s === 'published'), {
+          message: 'recorded while the relay is frozen',
+        });
+        first.kill('SIGKILL');
+        await first.exited;
+        const [cmp] = await db.query<{ before: boolean }>(
+          'SELECT confirmed_flush_lsn < $2::pg_lsn AS before FROM pg_replication_slots WHERE slot_name = $1',
+          [slotOf(db), afterInsert],
+        );
+        expect(cmp!.before).toBe(true);
+
+        second = spawnCli(args);
+        await second.waitForLog(/streaming from the slot/, 30_000);
+        await insertEvents(db.pool, rows(1, 'After'));
+        await waitFor(() => second!.stdout().includes('"After"') || second!.stdout().includes('After'), {
+          message: 'a later event printed',
+        });
+        // The stream delivers it again (the slot was not confirmed past them): skipped.
+        for (const e of eventIds) expect(second.stdout()).not.toContain(e);
+        expect(await statuses(db, ids)).toEqual(['published']);
+        await waitFor(
+          async () =>
+            (
+              await db.query<{ past: boolean }>(
+                'SELECT confirmed_flush_lsn >= $2::pg_lsn AS past FROM pg_replication_slots WHERE slot_name = $1',
+                [slotOf(db), afterInsert],
+              )
+            )[0]!.past,
+          { message: 'confirmed past them after the restart' },
+        );
+      } finally {
+        first.kill('SIGKILL');
+        second?.kill('SIGTERM');
+        await second?.exited;
+        await holder.end().catch(() => {});
+      }
+    });
+  }, 90_000);
+});
+
 describe('compaction of the progress record', () => {
   it('never covers an id whose transaction is still open; fills rolled-back ids once the horizon passed', async () => {
     await withDb('progress_compact', async (db) => {
