@@ -13,13 +13,21 @@ export interface EventRecord extends StoredRow {
 }
 
 /**
- * Operator commands read each row's truthful status (docs/outbox-table.md, "Status"): from the
- * view `<table>_with_status`, or — for pending rows only — from the rows outside the progress
- * record's ranges, found by id ranges (never a scan of the published rows).
+ * Operator commands read each row's truthful status (docs/outbox-table.md, "Status"), from the
+ * cheapest source that has it:
+ *  - only 'pending': the rows outside the progress record's ranges, found by id ranges (never a
+ *    scan of the published rows);
+ *  - neither 'pending' nor 'published' (failed, dead, parked, discarded): the table itself — the
+ *    row's own status is the truthful one there, and its partial indexes serve;
+ *  - otherwise the view `<table>_with_status`.
  */
+function source(table: string, f: EventFilter): string {
+  if (f.statuses.length === 1 && f.statuses[0] === 'pending')
+    return unpublishedRowsSql(table, companion(table, '_relay_progress'));
+  if (!f.statuses.some((s) => s === 'pending' || s === 'published')) return `${table} AS o`;
+  return `${companion(table, '_with_status')} AS o`;
+}
 const view = (table: string) => companion(table, '_with_status');
-const unpublished = (table: string) => unpublishedRowsSql(table, companion(table, '_relay_progress'));
-const onlyPending = (f: EventFilter) => f.statuses.length === 1 && f.statuses[0] === 'pending';
 
 const COLUMNS = `id::text AS id, event_id::text AS event_id, aggregate_type, aggregate_id, event_type, payload,
   content_type, headers, traceparent, created_at, status, attempts, next_attempt_at, last_error, published_at`;
@@ -32,9 +40,8 @@ export async function listEvents(
   limit: number,
 ): Promise<EventRecord[]> {
   const w = filterSql(f);
-  const from = onlyPending(f) ? unpublished(table) : `${view(table)} AS o`;
   const r = await db.query<EventRecord>(
-    `SELECT ${COLUMNS} FROM ${from} WHERE ${w.sql} ORDER BY o.id LIMIT $${w.params.length + 1}`,
+    `SELECT ${COLUMNS} FROM ${source(table, f)} WHERE ${w.sql} ORDER BY o.id LIMIT $${w.params.length + 1}`,
     [...w.params, limit],
   );
   return r.rows;
@@ -49,17 +56,19 @@ export async function countEvents(
   const others = f.statuses.filter((s) => s !== 'pending');
   if (others.length < f.statuses.length) {
     // Outside the progress record's ranges a row's own 'pending' is its truthful status.
-    const w = filterSql({ ...f, statuses: ['pending'] });
+    const p: EventFilter = { ...f, statuses: ['pending'] };
+    const w = filterSql(p);
     const r = await db.query<{ n: string }>(
-      `SELECT count(*)::text AS n FROM ${unpublished(table)} WHERE ${w.sql}`,
+      `SELECT count(*)::text AS n FROM ${source(table, p)} WHERE ${w.sql}`,
       w.params,
     );
     if (Number(r.rows[0]!.n) > 0) out.pending = Number(r.rows[0]!.n);
   }
   if (others.length > 0) {
-    const w = filterSql({ ...f, statuses: others });
+    const o: EventFilter = { ...f, statuses: others };
+    const w = filterSql(o);
     const r = await db.query<{ status: string; n: string }>(
-      `SELECT status, count(*)::text AS n FROM ${view(table)} WHERE ${w.sql} GROUP BY status`,
+      `SELECT status, count(*)::text AS n FROM ${source(table, o)} WHERE ${w.sql} GROUP BY status`,
       w.params,
     );
     for (const x of r.rows) out[x.status] = Number(x.n);
@@ -101,7 +110,7 @@ export async function selectTargets(
   }
   const w = filterSql(target.filter);
   const r = await db.query<{ id: string }>(
-    `SELECT id::text AS id FROM ${view(table)} AS o WHERE ${w.sql} ORDER BY o.id`,
+    `SELECT id::text AS id FROM ${source(table, target.filter)} WHERE ${w.sql} ORDER BY o.id`,
     w.params,
   );
   return r.rows.map((x) => x.id);

@@ -11,6 +11,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
+import { countEvents, listEvents, selectTargets, showEvent } from '../../src/ops/events.ts';
 import { Relay } from '../../src/relay/relay.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import type { Classified } from '../../src/sinks/kafka-errors.ts';
@@ -414,6 +415,64 @@ describe('counting pending events', () => {
         { status: 'pending', n: '10' },
         { status: 'published', n: '19990' },
       ]);
+    });
+  }, 60_000);
+});
+
+describe('operator reads', () => {
+  it('events list, count, show and target selection report the truthful status', async () => {
+    await withDb('progress_ops', async (db) => {
+      const ids = await insertEvents(db.pool, rows(5, 'Ops'));
+      const [covered, coveredToo, failed, retried, open] = ids as [string, string, string, string, string];
+      await db.query(`UPDATE outbox SET status = 'failed', attempts = 1 WHERE id = $1`, [failed]);
+      await db.query(`UPDATE outbox SET status = 'published' WHERE id = $1`, [retried]);
+      // The stream settled the first four (failed written on its row first); the fifth is unsettled.
+      await db.query('UPDATE outbox_relay_progress SET published = $2::int8multirange WHERE slot_name = $1', [
+        slotOf(db),
+        `{[${covered},${BigInt(retried) + 1n})}`,
+      ]);
+      const all = { statuses: ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'] as const };
+      expect(
+        await countEvents(db.pool as unknown as pg.ClientBase, TABLE, { statuses: [...all.statuses] }),
+      ).toEqual({
+        pending: 1,
+        published: 3,
+        failed: 1,
+      });
+      expect(
+        await countEvents(db.pool as unknown as pg.ClientBase, TABLE, { statuses: ['pending'] }),
+      ).toEqual({ pending: 1 });
+      const pending = await listEvents(
+        db.pool as unknown as pg.ClientBase,
+        TABLE,
+        { statuses: ['pending'] },
+        10,
+      );
+      expect(pending.map((r) => [r.id, r.status])).toEqual([[open, 'pending']]);
+      const published = await listEvents(
+        db.pool as unknown as pg.ClientBase,
+        TABLE,
+        { statuses: ['published'] },
+        10,
+      );
+      expect(published.map((r) => r.id)).toEqual([covered, coveredToo, retried]);
+      const failedRows = await listEvents(
+        db.pool as unknown as pg.ClientBase,
+        TABLE,
+        { statuses: ['failed'] },
+        10,
+      );
+      expect(failedRows.map((r) => r.id)).toEqual([failed]);
+      expect((await showEvent(db.pool as unknown as pg.ClientBase, TABLE, covered)).status).toBe('published');
+      expect((await showEvent(db.pool as unknown as pg.ClientBase, TABLE, open)).status).toBe('pending');
+      expect(
+        await selectTargets(
+          db.pool as unknown as pg.ClientBase,
+          TABLE,
+          { filter: { statuses: ['pending'] } },
+          ['pending'],
+        ),
+      ).toEqual([open]);
     });
   }, 60_000);
 });
