@@ -493,10 +493,23 @@ export class Relay {
           'replication slot invalidated (wal_status = lost): dropping it to recover',
         );
         await markRecovery(client, store.progress, c.slot, recovery);
-        await client.query(
-          'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
-          [c.slot],
-        );
+        await client
+          .query(
+            'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
+            [c.slot],
+          )
+          .catch((d) => {
+            // 55006: still active (the invalidated session's walsender is on its way out): the
+            // next round tries again — the mark above says a recovery is due.
+            throw new RelayError(
+              ErrorCode.DATABASE_UNAVAILABLE,
+              `cannot drop the lost slot yet: ${errorMessage(d)}`,
+              {
+                retriable: true,
+                cause: d,
+              },
+            );
+          });
         return 'missing' as const;
       });
       if (state === 'missing' && recovery === null) {

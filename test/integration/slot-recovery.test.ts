@@ -8,7 +8,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.ts';
+import { loadConfig } from '../../src/config/load.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+import { silentLogger } from '../../src/observability/logger.ts';
+import { Relay } from '../../src/relay/relay.ts';
+import type { OutboundMessage } from '../../src/route/event.ts';
+import type { Classified } from '../../src/sinks/kafka-errors.ts';
+import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
@@ -283,5 +289,113 @@ describe('a slot invalidated by max_slot_wal_keep_size', () => {
     expect(s.rows[0]?.wal_status).not.toBe('lost');
     relay.kill('SIGTERM');
     expect(await relay.exited).toBe(0);
+  }, 180_000);
+
+  it('in process, while streaming behind a stalled sink: the sweeper sees wal_status = lost, the relay recovers and streams on', async () => {
+    const live = 'recover_lost_live';
+    const c = await pool.connect();
+    try {
+      await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot: live });
+    } finally {
+      c.release();
+    }
+    /** A sink that keeps what it was given; `down` = a broker outage (transient). */
+    const sink = new (class implements Sink {
+      readonly name = 'capture';
+      readonly messages: OutboundMessage[] = [];
+      down = false;
+      async start(): Promise<void> {}
+      async stop(): Promise<void> {}
+      async publish(batch: readonly OutboundMessage[]): Promise<void> {
+        if (this.down) throw new Error('broker down (test)');
+        this.messages.push(...batch);
+      }
+      classify(e: unknown): Classified {
+        return { class: 'transient', reason: 'TEST_DOWN', message: String(e) };
+      }
+    })();
+    const config = loadConfig(
+      'run',
+      [
+        '--database-url',
+        server!.url,
+        '--slot',
+        live,
+        '--sink',
+        'stdout',
+        '--slot-check-interval-ms',
+        '100',
+        '--sweep-interval-ms',
+        '50',
+        '--retry-initial-ms',
+        '20',
+        '--retry-max-ms',
+        '200',
+      ],
+      {},
+    ).config;
+    const relay = new Relay({ config, sink, log: silentLogger() });
+    void relay.start();
+    try {
+      await waitFor(() => relay.state === 'streaming', { timeoutMs: 20_000, message: 'relay streaming' });
+      const w = writer(pool, 'Live');
+      await w.write(10);
+      await waitFor(() => sink.messages.filter((m) => m.event.aggregateType === 'Live').length === 10, {
+        message: 'first 10 published',
+      });
+      sink.down = true; // the slot stays where it is while WAL grows
+      await w.write(10);
+      await waitFor(
+        async () => {
+          for (let i = 0; i < 20; i++)
+            await pool.query(
+              `INSERT INTO churn (filler) SELECT repeat('x', 200) FROM generate_series(1, 2000)`,
+            );
+          await pool.query('SELECT pg_switch_wal()');
+          await pool.query('CHECKPOINT');
+          const r = await pool.query<{ wal_status: string | null }>(
+            'SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1',
+            [live],
+          );
+          // Lost — or already recovered by the relay (a new slot) by the time we look.
+          return (
+            r.rows[0]?.wal_status === 'lost' ||
+            Number((await relay.metrics.slotRecoveries.get()).values[0]?.value ?? 0) > 0
+          );
+        },
+        { timeoutMs: 90_000, intervalMs: 10, message: 'slot invalidated' },
+      );
+      await waitFor(
+        async () => Number((await relay.metrics.slotRecoveries.get()).values[0]?.value ?? 0) === 1,
+        {
+          timeoutMs: 20_000,
+          message: 'recovery started',
+        },
+      );
+      sink.down = false;
+      await w.write(10);
+      let report = deliveryReport([], w.next, 'k');
+      await waitFor(
+        () => {
+          report = deliveryReport(
+            sink.messages
+              .filter((m) => m.event.aggregateType === 'Live')
+              .map((m) => ({ key: Buffer.from(m.key as string), value: m.value as Buffer })),
+            w.next,
+            'k',
+          );
+          return report.missing.length === 0;
+        },
+        { timeoutMs: 30_000, message: () => `missing ${report.missing.slice(0, 10)}` },
+      );
+      expect(orderViolations(report.seen)).toEqual([]);
+      console.log(`invalidated while streaming: 30 events, ${report.duplicates} duplicates`);
+      expect(relay.state).toBe('streaming');
+      await waitFor(async () => Object.keys(await truthful(pool, 'Live')).join() === 'published', {
+        message: 'every row recorded published',
+      });
+    } finally {
+      await relay.stop();
+    }
   }, 180_000);
 });
