@@ -6,7 +6,12 @@
  *   npm run kafka -- down --dir .tmp/kafka
  */
 import { parseArgs } from 'node:util';
-import { DEFAULT_KAFKA_VERSION, ensureKafkaJars, kafkaVersionFromEnv, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
+import {
+  DEFAULT_KAFKA_VERSION,
+  ensureKafkaJars,
+  kafkaVersionFromEnv,
+  LocalKafkaCluster,
+} from '../src/dev/local-kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 
 const USAGE = `usage:

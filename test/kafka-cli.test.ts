@@ -49,7 +49,10 @@ describe('npm run kafka', () => {
     await admin.createTopics({ topics: [{ topic: 'cli-test', numPartitions: 1 }], waitForLeaders: true });
     await admin.disconnect();
 
-    const produce = kcat(['-b', broker, '-P', '-t', 'cli-test', '-K', ':', '-X', 'acks=all'], 'k1:hello\nk2:world\n');
+    const produce = kcat(
+      ['-b', broker, '-P', '-t', 'cli-test', '-K', ':', '-X', 'acks=all'],
+      'k1:hello\nk2:world\n',
+    );
     expect(produce.status, produce.stderr).toBe(0);
     const consume = kcat(['-b', broker, '-C', '-t', 'cli-test', '-o', 'beginning', '-e', '-f', '%k=%s\n']);
     expect(consume.status, consume.stderr).toBe(0);
