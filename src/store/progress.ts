@@ -102,21 +102,25 @@ export interface CompactResult {
 const MAX_GAPS = 1000;
 
 /**
- * Fills gaps of the record whose ids can never appear, so the multirange stays a few ranges.
+ * Fills gaps of the record whose ids need no record, so the multirange stays a few ranges.
  *
- * A gap between two published ranges is an id the stream never settled: a rolled-back insert, a
- * row deleted before the relay saw it, a row still to be streamed (the relay is behind, or its
- * transaction is still open), or a row committed before the slot existed. Only the first two may
- * be filled, and only once no transaction that took such an id can still commit. The horizon:
+ * A gap (between two published ranges, or below the first one down to the table's lowest id) is
+ * an id the stream never settled: a rolled-back insert, a row deleted before the relay saw it, a
+ * row whose own status is past 'pending' (failed, dead, discarded, or published by an older
+ * relay that marked rows — covering it changes nothing, the row's status wins, and no status
+ * ever goes back to 'pending'), a row still to be streamed (the relay is behind, or its
+ * transaction is still open), or a 'pending' row committed before the slot existed. All but the
+ * last two may be covered — the 'pending' rows of a gap stay out — and only once no transaction
+ * that took such an id can still commit. The horizon:
  *   1. round n: S = max(id) of the visible rows (every id <= S was taken before now — ids come
  *      from the identity sequence in order; a sequence with CACHE > 1 breaks this, see docs);
  *   2. a later round: X = pg_snapshot_xmax(pg_current_snapshot()); every transaction that took
  *      an id <= S had its xid by then (the xid is assigned by the same INSERT, microseconds
  *      after the id), so its xid is < X;
  *   3. once pg_snapshot_xmin(pg_current_snapshot()) > X, every such transaction has ended: an
- *      id <= S with no visible row is rolled back or deleted. Gaps <= S without any visible row
- *      are filled (a gap with a row still unsettled waits until the relay covers that row);
- *      then the horizon starts again at 1.
+ *      id <= S with no visible row is rolled back or deleted. Gaps <= S are filled except their
+ *      visible 'pending' rows (they wait for the relay, or a lost-slot recovery); then the
+ *      horizon starts again at 1.
  */
 export async function compactProgress(
   db: pg.Pool | pg.ClientBase,
@@ -160,13 +164,18 @@ export async function compactProgress(
   const r = await db.query<{ filled: number; ranges: number }>(
     `WITH gaps AS (
        SELECT g FROM ${progress} AS p,
-              unnest(int8multirange(int8range(lower(p.published), least(upper(p.published), p.horizon_id + 1)))
+              unnest(int8multirange(int8range(least((SELECT min(id) FROM ${table}), lower(p.published)),
+                                              least(upper(p.published), p.horizon_id + 1)))
                      - p.published) AS g
         WHERE p.slot_name = $1 AND NOT isempty(p.published) AND p.horizon_id IS NOT NULL
         LIMIT ${MAX_GAPS}),
      fill AS (
-       SELECT count(*)::int AS n, coalesce(range_agg(g), '{}'::int8multirange) AS m FROM gaps
-        WHERE NOT EXISTS (SELECT 1 FROM ${table} AS o WHERE o.id >= lower(gaps.g) AND o.id < upper(gaps.g)))
+       SELECT count(*)::int AS n, coalesce(range_agg(r), '{}'::int8multirange) AS m
+         FROM gaps,
+              unnest(int8multirange(gaps.g) - coalesce(
+                (SELECT range_agg(int8range(o.id, o.id + 1)) FROM ${table} AS o
+                  WHERE o.id >= lower(gaps.g) AND o.id < upper(gaps.g) AND o.status = 'pending'),
+                '{}'::int8multirange)) AS r)
      UPDATE ${progress} AS p
         SET published = p.published + fill.m, updated_at = now(),
             horizon_id = (SELECT max(id) FROM ${table}), horizon_at = now(), horizon_xmax = NULL

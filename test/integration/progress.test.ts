@@ -385,6 +385,45 @@ describe('compaction of the progress record', () => {
   }, 60_000);
 });
 
+describe('compaction of rows settled on the row', () => {
+  it('covers ids whose rows are past pending (also below the first range), never a pending row', async () => {
+    await withDb('progress_compact_rows', async (db) => {
+      const ids = (await insertEvents(db.pool, rows(10, 'Old'))).map(BigInt);
+      const a = ids[0]!;
+      // An older relay marked rows; one failed; one was never relayed (committed before the slot).
+      await db.query(`UPDATE outbox SET status = 'published' WHERE id = ANY($1::bigint[])`, [
+        [0, 1, 2, 3, 6, 7, 8, 9].map((i) => String(a + BigInt(i))),
+      ]);
+      await db.query(`UPDATE outbox SET status = 'failed', attempts = 1 WHERE id = $1`, [String(a + 4n)]);
+      await db.query('UPDATE outbox_relay_progress SET published = $2::int8multirange WHERE slot_name = $1', [
+        slotOf(db),
+        `{[${a + 8n},${a + 10n})}`,
+      ]);
+      let last = '';
+      await waitFor(
+        async () => {
+          await compactProgress(db.pool, TABLE, PROGRESS, slotOf(db));
+          last = (await readProgress(db.pool, PROGRESS, slotOf(db)))!;
+          return last === `{[${a},${a + 5n}),[${a + 6n},${a + 10n})}`;
+        },
+        { timeoutMs: 20_000, intervalMs: 50, message: () => `record ${last}` },
+      );
+      expect(await statuses(db, ids.map(String))).toEqual([
+        'published',
+        'published',
+        'published',
+        'published',
+        'failed',
+        'pending',
+        'published',
+        'published',
+        'published',
+        'published',
+      ]);
+    });
+  }, 60_000);
+});
+
 describe('counting pending events', () => {
   it('reads only the complement of the progress record by id ranges, never the whole table', async () => {
     await withDb('progress_count', async (db) => {
