@@ -116,7 +116,10 @@ describe('replay on a terminal', () => {
     const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status, r.stdout).toBe(0);
     // 6 originals of o1 (copies are skipped): one progress line, then the result.
-    expect(r.stdout).toMatch(/\r\x1b\[2Kcopied 6\/6 \(100%\) {2}[\d,]+\/s {2}ETA 0s/);
+    // \r, then ESC [2K (erase the line): the progress line is rewritten in place.
+    expect(r.stdout).toMatch(
+      new RegExp(`\r${String.fromCharCode(27)}\\[2Kcopied 6/6 \\(100%\\) {2}[\\d,]+/s {2}ETA 0s`),
+    );
     expect(r.stdout).toMatch(/6 event\(s\) replayed/);
   });
 });
