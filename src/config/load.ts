@@ -70,6 +70,8 @@ export interface Config {
   until?: string;
   aggregateType?: string;
   aggregateId?: string;
+  eventType?: string;
+  errorContains?: string;
   eventId?: string;
   afterId?: number;
   limit: number;

@@ -469,6 +469,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       !params.until &&
       !params.aggregateType &&
       !params.aggregateId &&
+      !params.eventType &&
       !params.status.length
     ) {
       params.status = [...REPLAYABLE_BY_DEFAULT];

@@ -8,6 +8,8 @@ export interface FilterParams {
   until?: string;
   aggregateType?: string;
   aggregateId?: string;
+  eventType?: string;
+  errorContains?: string;
   afterId?: string;
 }
 
@@ -25,6 +27,8 @@ export function filterParams(q: URLSearchParams): FilterParams {
   set('aggregateId', q.get('aggregate_id') ?? undefined);
   if (p.aggregateType === '') delete p.aggregateType;
   if (p.aggregateId === '') delete p.aggregateId;
+  set('eventType', text(q.get('event_type')));
+  set('errorContains', text(q.get('error_contains')));
   const after = text(q.get('after_id'));
   if (after !== undefined) set('afterId', parseIds([after])[0]);
   return p;
@@ -38,6 +42,8 @@ export function filterOptions(p: FilterParams): FilterOptions {
     until: p.until,
     aggregateType: p.aggregateType,
     aggregateId: p.aggregateId,
+    eventType: p.eventType,
+    errorContains: p.errorContains,
     // parseFilter keeps the id as text (String(afterId)); ids above 2^53 must not pass through a number.
     afterId: p.afterId as unknown as number | undefined,
   };

@@ -61,6 +61,16 @@ describe('filterSql', () => {
     expect(describeFilter(f)).toMatchObject({ status: 'dead', aggregateType: "O'Brien", afterId: '17' });
   });
 
+  it('event type and text in last_error (case-insensitive, no LIKE wildcards to escape)', () => {
+    const f = parseFilter({ eventType: 'OrderPlaced', errorContains: '50%_off' }, any);
+    expect(filterSql(f)).toEqual({
+      sql: 'status = ANY($1::text[]) AND event_type = $2 AND strpos(lower(last_error), lower($3)) > 0',
+      params: [['failed', 'dead', 'parked'], 'OrderPlaced', '50%_off'],
+    });
+    expect(describeFilter(f)).toMatchObject({ eventType: 'OrderPlaced', errorContains: '50%_off' });
+    expect(() => parseFilter({ errorContains: '' }, any)).toThrow(/--error-contains needs some text/);
+  });
+
   it('only the status when nothing else is given', () => {
     expect(filterSql(parseFilter({}, any))).toEqual({
       sql: 'status = ANY($1::text[])',

@@ -13,6 +13,9 @@ export interface EventFilter {
   until?: Date;
   aggregateType?: string;
   aggregateId?: string;
+  eventType?: string;
+  /** Text in last_error, case-insensitive. */
+  errorContains?: string;
   eventId?: string;
   /** Paging by id: rows with id > afterId. */
   afterId?: string;
@@ -20,7 +23,18 @@ export interface EventFilter {
 
 /** The filter options as the config gives them (flags, file, environment). */
 export type FilterOptions = Partial<
-  Pick<Config, 'status' | 'since' | 'until' | 'aggregateType' | 'aggregateId' | 'eventId' | 'afterId'>
+  Pick<
+    Config,
+    | 'status'
+    | 'since'
+    | 'until'
+    | 'aggregateType'
+    | 'aggregateId'
+    | 'eventType'
+    | 'errorContains'
+    | 'eventId'
+    | 'afterId'
+  >
 >;
 
 export interface FilterRules {
@@ -56,6 +70,11 @@ export function parseFilter(o: FilterOptions, rules: FilterRules): EventFilter {
   }
   if (o.aggregateType !== undefined) f.aggregateType = o.aggregateType;
   if (o.aggregateId !== undefined) f.aggregateId = o.aggregateId;
+  if (o.eventType !== undefined) f.eventType = o.eventType;
+  if (o.errorContains !== undefined) {
+    if (o.errorContains === '') throw new OpsInputError('--error-contains needs some text');
+    f.errorContains = o.errorContains;
+  }
   if (o.eventId !== undefined) {
     if (!UUID.test(o.eventId))
       throw new OpsInputError(`--event-id ${JSON.stringify(o.eventId)} is not a UUID`);
@@ -78,6 +97,10 @@ export function filterSql(f: EventFilter, first = 1): { sql: string; params: unk
   if (f.until) add((p) => `created_at < ${p}::timestamptz`, f.until.toISOString());
   if (f.aggregateType !== undefined) add((p) => `aggregate_type = ${p}`, f.aggregateType);
   if (f.aggregateId !== undefined) add((p) => `aggregate_id = ${p}`, f.aggregateId);
+  if (f.eventType !== undefined) add((p) => `event_type = ${p}`, f.eventType);
+  // strpos, not LIKE: the operator's text has no wildcards to escape.
+  if (f.errorContains !== undefined)
+    add((p) => `strpos(lower(last_error), lower(${p})) > 0`, f.errorContains);
   if (f.eventId !== undefined) add((p) => `event_id = ${p}::uuid`, f.eventId);
   if (f.afterId !== undefined) add((p) => `id > ${p}::bigint`, f.afterId);
   return { sql: parts.join(' AND '), params };
@@ -90,6 +113,8 @@ export function describeFilter(f: EventFilter): Record<string, string> {
   if (f.until) d.until = f.until.toISOString();
   if (f.aggregateType !== undefined) d.aggregateType = f.aggregateType;
   if (f.aggregateId !== undefined) d.aggregateId = f.aggregateId;
+  if (f.eventType !== undefined) d.eventType = f.eventType;
+  if (f.errorContains !== undefined) d.errorContains = f.errorContains;
   if (f.eventId !== undefined) d.eventId = f.eventId;
   if (f.afterId !== undefined) d.afterId = f.afterId;
   return d;

@@ -51,6 +51,8 @@ function filterOptions(c: OpsContext['config']): FilterOptions {
     until: c.until,
     aggregateType: c.aggregateType,
     aggregateId: c.aggregateId,
+    eventType: c.eventType,
+    errorContains: c.errorContains,
     afterId: c.afterId,
   };
 }
@@ -175,9 +177,15 @@ async function show(ctx: OpsContext, id: string): Promise<number> {
 
 /** A filter that names no criterion would select every failed and dead event: that takes --all. */
 function hasCriterion(c: OpsContext['config']): boolean {
-  return [c.status?.length ? c.status : undefined, c.since, c.until, c.aggregateType, c.aggregateId].some(
-    (v) => v !== undefined,
-  );
+  return [
+    c.status?.length ? c.status : undefined,
+    c.since,
+    c.until,
+    c.aggregateType,
+    c.aggregateId,
+    c.eventType,
+    c.errorContains,
+  ].some((v) => v !== undefined);
 }
 
 /** resend / discard: ids, or --filter with the list filters (or --all); failed and dead events only. */
@@ -194,7 +202,7 @@ async function resolve(ctx: OpsContext, action: 'resend' | 'discard', rest: stri
   }
   if (byFilter && !c.all && !hasCriterion(c)) {
     throw new OpsInputError(
-      `events ${action} --filter: name a filter (--status, --since, --until, --aggregate-type, --aggregate-id), or pass --all for every failed and dead event`,
+      `events ${action} --filter: name a filter (--status, --since, --until, --aggregate-type, --aggregate-id, --event-type, --error-contains), or pass --all for every failed and dead event`,
     );
   }
   const filter = byFilter

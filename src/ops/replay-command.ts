@@ -29,6 +29,7 @@ export async function replayCommand(ctx: OpsContext, args: string[]): Promise<nu
       until: c.until,
       aggregateType: c.aggregateType,
       aggregateId: c.aggregateId,
+      eventType: c.eventType,
       eventId: c.eventId,
     },
     { allowed: STATUSES, fallback: REPLAYABLE_BY_DEFAULT },

@@ -339,6 +339,10 @@ describe('events list / count / show', () => {
     const iso = new Date(Date.now() - 2 * 3600_000).toISOString();
     expect(await count(['--until', iso])).toBe(3);
     expect(await count(['--status', 'failed', '--after-id', failed[5]!])).toBe(2);
+    expect(await count(['--status', 'failed', '--event-type', 'E'])).toBe(8);
+    expect(await count(['--status', 'failed', '--event-type', 'Other'])).toBe(0);
+    expect(await count(['--status', 'failed', '--error-contains', 'unknown_topic_or_partition'])).toBe(8);
+    expect(await count(['--status', 'failed', '--error-contains', 'MESSAGE_TOO_LARGE'])).toBe(0);
     const human = await ops(['events', 'count', '--aggregate-type', 'Page']);
     expect(human.out).toMatch(/failed\s+8\n.*dead\s+0\n.*parked\s+0\n.*total\s+8/s);
   });

@@ -24,7 +24,7 @@ function hidden(name: string, value: string | undefined): SafeHtml | '' {
 function targetFields(t: Plan['target']): SafeHtml {
   if ('id' in t) return html`<input type="hidden" name="scope" value="id">${hidden('id', t.id)}`;
   const f = t.filter;
-  return html`<input type="hidden" name="scope" value="filter">${f.status.map((s) => hidden('status', s))}${hidden('since', f.since)}${hidden('until', f.until)}${hidden('aggregate_type', f.aggregateType)}${hidden('aggregate_id', f.aggregateId)}`;
+  return html`<input type="hidden" name="scope" value="filter">${f.status.map((s) => hidden('status', s))}${hidden('since', f.since)}${hidden('until', f.until)}${hidden('aggregate_type', f.aggregateType)}${hidden('aggregate_id', f.aggregateId)}${hidden('event_type', f.eventType)}${hidden('error_contains', f.errorContains)}`;
 }
 
 const VERB = { resend: 'Resend', discard: 'Discard' } as const;

@@ -28,6 +28,8 @@ ${statuses.map(
 <label>until <input name="until" value="${p.until ?? ''}" placeholder="(now)"></label>
 <label>aggregate type <input name="aggregate_type" value="${p.aggregateType ?? ''}"></label>
 <label>aggregate id <input name="aggregate_id" value="${p.aggregateId ?? ''}"></label>
+<label>event type <input name="event_type" value="${p.eventType ?? ''}"></label>
+<label>error contains <input name="error_contains" value="${p.errorContains ?? ''}" placeholder="e.g. MESSAGE_TOO_LARGE"></label>
 <button type="submit">Apply</button>
 </form>`;
 }
@@ -39,6 +41,8 @@ export function filterQuery(p: FilterParams, extra: Record<string, string | unde
     until: p.until,
     aggregate_type: p.aggregateType,
     aggregate_id: p.aggregateId,
+    event_type: p.eventType,
+    error_contains: p.errorContains,
     ...extra,
   });
 }
