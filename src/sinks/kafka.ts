@@ -13,7 +13,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { kafkaWithLinearGrouping } from './kafkajs-linear-grouping.ts';
-import { installProduceEncoder } from './kafkajs-produce-hook.ts';
+import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import type { Sink } from './sink.ts';
 
@@ -88,6 +88,8 @@ export class KafkaSink implements Sink {
   readonly #log: Logger;
   #producer: Producer;
   #connected: Promise<void> | null = null;
+  /** Producers replaced so far (tests and logs). */
+  producerReplacements = 0;
   readonly #compression: CompressionTypes;
   readonly #timeout: number;
 
@@ -150,6 +152,7 @@ export class KafkaSink implements Sink {
     }
     await this.#connect();
     const producer = this.#producer;
+    const builtBefore = produceRequestsBuilt();
     try {
       await producer.sendBatch({
         acks: -1,
@@ -158,7 +161,12 @@ export class KafkaSink implements Sink {
         topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
       });
     } catch (e) {
-      if (breaksProducer(e)) await this.#replace(producer, e);
+      // A permanent refusal breaks the producer only if a Produce request went out (the broker may
+      // have stored its other partitions); one raised before any (a missing topic, found by the
+      // metadata request) leaves the sequence state intact: replacing would only stall the stream.
+      const produced = builtBefore === null || produceRequestsBuilt() !== builtBefore;
+      if (breaksProducer(e) && (produced || classifyKafkaError(e).class !== 'permanent'))
+        await this.#replace(producer, e);
       throw e;
     }
   }
@@ -168,6 +176,7 @@ export class KafkaSink implements Sink {
     if (this.#producer !== old) return;
     this.#producer = this.#kafka.producer(this.#producerConfig);
     this.#connected = null;
+    this.producerReplacements++;
     this.#log.warn(
       { reason: classifyKafkaError(cause).reason },
       'replacing the Kafka producer (its sequence state may no longer match the broker): events already stored may be sent again (duplicates, never losses)',

@@ -37,6 +37,18 @@ type RequestBuilder = (args: ProduceArgs & { compression?: number }) => {
 
 const require = createRequire(import.meta.url);
 
+let installed = false;
+let requestsBuilt = 0;
+
+/**
+ * How many Produce requests kafkajs has built in this process (null when the hook is not
+ * installed). A send that failed without building one failed before anything reached a broker
+ * (e.g. in its metadata request): no partition can have been stored.
+ */
+export function produceRequestsBuilt(): number | null {
+  return installed ? requestsBuilt : null;
+}
+
 /** Installs the fast encoder once per process; false when this kafkajs does not look as expected. */
 export function installProduceEncoder(): boolean {
   let produce: ProduceDefinition;
@@ -48,14 +60,16 @@ export function installProduceEncoder(): boolean {
     return false;
   }
   if (typeof produce?.protocol !== 'function' || typeof Encoder !== 'function') return false;
-  if (produce.protocol[FAST]) return true;
+  if (produce.protocol[FAST]) return (installed = true);
   const original = produce.protocol;
   const wrapped = ((opts: { version: number }) => {
     const build = original(opts) as RequestBuilder | undefined;
     const version = Number(opts.version);
-    if (typeof build !== 'function' || version < 3 || version > 7) return build;
+    if (typeof build !== 'function') return build;
     return (args: Parameters<RequestBuilder>[0]) => {
+      requestsBuilt++;
       const built = build(args);
+      if (version < 3 || version > 7) return built;
       const kafkajsEncode = built.request.encode;
       if ((args.compression ?? NONE) !== NONE || typeof kafkajsEncode !== 'function') return built;
       built.request.encode = async () => {
@@ -72,5 +86,6 @@ export function installProduceEncoder(): boolean {
   }) as ProduceDefinition['protocol'];
   wrapped[FAST] = true;
   produce.protocol = wrapped;
+  installed = true;
   return true;
 }

@@ -20,6 +20,7 @@ import { insertEvents, migrateDb, slotPosition, startRelayInProcess, testConfig 
 const db = useTestDatabase();
 let kafka: KafkaHarness;
 let relay: Relay | null = null;
+let sink: KafkaSink | null = null;
 
 const FAST = [
   '--failure-backoff-ms',
@@ -34,7 +35,8 @@ const FAST = [
 
 async function startRelay(extra: string[], target: KafkaHarness = kafka): Promise<Relay> {
   const config = testConfig(db, [...FAST, ...extra], target);
-  relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
+  sink = new KafkaSink(config, silentLogger());
+  relay = await startRelayInProcess(config, sink);
   await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
   return relay;
 }
@@ -139,6 +141,9 @@ describe('permanent failures', () => {
     });
     expect((await rows([m1!]))[0]!.last_error).toMatch(/permanent\/UNKNOWN_TOPIC_OR_PARTITION/);
     expect(await kafka.listTopics()).not.toContain('outbox.event.Absent');
+    // Refused by the metadata request, before any Produce request: the producer's sequence state
+    // is intact and it is kept (replacing it costs the stream a second or two per refused event).
+    expect(sink!.producerReplacements).toBe(0);
     await kafka.createTopic('outbox.event.Absent', 1);
     await waitFor(async () => (await statusOf(m1!)) === 'published', {
       timeoutMs: 20_000,

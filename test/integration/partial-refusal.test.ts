@@ -69,7 +69,8 @@ describe('partial refusal of a multi-topic, multi-partition request', () => {
       ],
       kafka,
     );
-    relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
+    const sink = new KafkaSink(config, silentLogger());
+    relay = await startRelayInProcess(config, sink);
     await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
 
     const small = (k: number, seq: number): EventRow => ({
@@ -99,6 +100,8 @@ describe('partial refusal of a multi-topic, multi-partition request', () => {
     const oversized = rows.find((r) => r.id === oversizedId)!;
     expect(oversized.status).toBe('failed');
     expect(oversized.last_error).toMatch(/MESSAGE_TOO_LARGE/);
+    // The refusal came in a Produce response that stored other partitions: the producer was replaced.
+    expect(sink.producerReplacements).toBeGreaterThanOrEqual(1);
     expect(rows.filter((r) => r.id !== oversizedId).map((r) => r.status)).toEqual(
       Array(first.length - 1).fill('published'),
     );
