@@ -61,3 +61,20 @@ export async function currentLsn(db: pg.Client): Promise<string> {
 export async function createSlots(db: pg.Client, slots: string[]): Promise<void> {
   for (const s of slots) await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [s]);
 }
+
+/**
+ * Drops a slot once its last consumer has gone: the walsender of a relay that just exited may
+ * hold it for a moment (55006 "is active for PID …").
+ */
+export async function dropSlot(db: pg.Client, slot: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await db.query('SELECT pg_drop_replication_slot($1)', [slot]);
+      return;
+    } catch (e) {
+      if ((e as { code?: string }).code !== '55006' || Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

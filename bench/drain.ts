@@ -25,7 +25,7 @@ import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
-import { createSlots, currentLsn, insertBulk, insertSingles } from './backlog.ts';
+import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { createLogAppendTopic, measureLive, ramp } from './live.ts';
 import { runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
@@ -106,13 +106,13 @@ async function main() {
 
     // 1. Bulk drains.
     const recvBulk = await drainRecvlogical(server, ctx, 'b_recv', endBulk, PUBLICATION);
-    await db.query(`SELECT pg_drop_replication_slot('b_recv')`);
+    await dropSlot(db, 'b_recv');
     const stdoutBulk = await drainRelay(server.url, ctx, 'b_stdout', endBulk, ['--sink', 'stdout']);
-    await db.query(`SELECT pg_drop_replication_slot('b_stdout')`);
+    await dropSlot(db, 'b_stdout');
     await resetStatus(db);
     let base = await stored(admin, 'outbox.event.Bulk');
     const kafkaBulk = await drainRelay(server.url, ctx, 'b_kafka', endBulk, kafkaArgs);
-    await db.query(`SELECT pg_drop_replication_slot('b_kafka')`);
+    await dropSlot(db, 'b_kafka');
     const bulkStored = (await stored(admin, 'outbox.event.Bulk')) - base;
     if (bulkStored < a.rows)
       throw new Error(`the broker holds ${bulkStored} Bulk records, expected ${a.rows}`);
@@ -121,11 +121,11 @@ async function main() {
     // 2. Single-row transactions.
     if (a.txnBacklog > 0) {
       const recvTxn = await drainRecvlogical(server, ctx, 't_recv', endTxn, PUBLICATION);
-      await db.query(`SELECT pg_drop_replication_slot('t_recv')`);
+      await dropSlot(db, 't_recv');
       await resetStatus(db);
       base = await stored(admin, 'outbox.event.Txn');
       const kafkaTxn = await drainRelay(server.url, ctx, 't_kafka', endTxn, kafkaArgs);
-      await db.query(`SELECT pg_drop_replication_slot('t_kafka')`);
+      await dropSlot(db, 't_kafka');
       const txnStored = (await stored(admin, 'outbox.event.Txn')) - base;
       if (txnStored < a.txnBacklog)
         throw new Error(`the broker holds ${txnStored} Txn records, expected ${a.txnBacklog}`);
@@ -179,7 +179,7 @@ async function main() {
         report.ramp(steps, a.rampSeconds);
       }
       await relay.stop();
-      await db.query(`SELECT pg_drop_replication_slot('live')`);
+      await dropSlot(db, 'live');
     }
 
     // 5. One big transaction.
