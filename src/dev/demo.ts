@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
@@ -63,7 +66,7 @@ async function insertEvents(db: pg.Client, table: string, from: number, count: n
  * `outbox-relay demo`: a throwaway PostgreSQL from the local binaries, the outbox migrated,
  * the relay streaming to stdout (NDJSON), and sample events inserted in a few transactions.
  * Exits once every event was relayed and confirmed (or runs on with --follow until Ctrl-C).
- * The operator console is on (loopback only, a fresh operator token printed in the log); on a
+ * The operator console is on (loopback only, a fresh operator token in a 0600 file named in the log); on a
  * terminal the demo keeps it up after the sample events until Ctrl-C.
  */
 export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<number> {
@@ -72,6 +75,7 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
   const db = new pg.Client({ connectionString: pgServer.url });
   let relay: Relay | null = null;
   let http: HttpServer | null = null;
+  let tokenFile: string | null = null;
   try {
     await db.connect();
     await migrate(db, c, log);
@@ -84,12 +88,15 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
       console: true,
       consoleToken,
     };
+    // Secrets never go to logs: the token is in a file only this user can read, removed at exit.
+    tokenFile = join(mkdtempSync(join(tmpdir(), 'outbox-demo-')), 'console-token');
+    writeFileSync(tokenFile, `${consoleToken}\n`, { mode: 0o600 });
     relay = new Relay({ config, sink: new StdoutSink(), log });
     await relay.start();
     http = await startDemoHttp(relay, config, log);
     log.info(
-      { url: `http://127.0.0.1:${http.port}/console/`, operatorToken: consoleToken },
-      `demo: operator console at http://127.0.0.1:${http.port}/console/ (log in with the operatorToken of this line)`,
+      { url: `http://127.0.0.1:${http.port}/console/`, tokenFile },
+      `demo: operator console at http://127.0.0.1:${http.port}/console/ (log in with the token in ${tokenFile})`,
     );
     const table = qualified(c.schema, c.table);
     const total = c.demoEvents ?? 12;
@@ -164,6 +171,7 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     await relay?.stop();
     await db.end().catch(() => {});
     await pgServer.stop();
+    if (tokenFile) rmSync(dirname(tokenFile), { recursive: true, force: true });
   }
 }
 
