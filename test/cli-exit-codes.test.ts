@@ -267,10 +267,14 @@ describe('logs and the demo', () => {
   const db = useTestDatabase();
 
   it('pretty logs have colours, and none under NO_COLOR', () => {
-    const colour = cli(['migrate', '--database-url', db.url, '--log-format', 'pretty']);
+    // Its own slot: slot names are global to the shared test cluster.
+    const slot = ['--slot', db.name];
+    const colour = cli(['migrate', '--database-url', db.url, ...slot, '--log-format', 'pretty']);
     expect(colour.code, colour.err).toBe(EXIT.OK);
     expect(colour.err).toContain('\x1b[');
-    const plain = cli(['migrate', '--database-url', db.url, '--log-format', 'pretty'], { NO_COLOR: '1' });
+    const plain = cli(['migrate', '--database-url', db.url, ...slot, '--log-format', 'pretty'], {
+      NO_COLOR: '1',
+    });
     expect(plain.code, plain.err).toBe(EXIT.OK);
     expect(plain.err).toMatch(/database already up to date/);
     expect(plain.err).not.toContain('\x1b[');

@@ -190,8 +190,10 @@ describe('npm pack → npm install -g', () => {
   const db = useTestDatabase();
   const prefix = join(work, 'prefix');
   const bin = join(prefix, 'bin');
+  // The README's commands verbatim, on this file's own slot: slot names are global to the shared
+  // test cluster, and another file's database may own the default one.
   const cli = (args: string, env: Record<string, string> = {}) =>
-    sh(`outbox-relay ${args}`, work, { PATH: `${bin}:${process.env.PATH}`, ...env });
+    sh(`outbox-relay ${args}`, work, { PATH: `${bin}:${process.env.PATH}`, OUTBOX_SLOT: db.name, ...env });
 
   it('packs the CLI, the SDK, sql/, proto/ and docs/ and installs globally on Node 24', () => {
     // Pack a copy of the sources (prepack builds dist/), not the shared work tree.
@@ -286,7 +288,12 @@ describe('npm pack → npm install -g', () => {
       'outbox-relay',
       ['run', '--database-url', url, '--sink', 'stdout', '--no-http'],
       {
-        env: { ...process.env, PATH: `${bin}:${NODE_DIR}:${process.env.PATH}`, LOG_FORMAT: 'json' },
+        env: {
+          ...process.env,
+          PATH: `${bin}:${NODE_DIR}:${process.env.PATH}`,
+          LOG_FORMAT: 'json',
+          OUTBOX_SLOT: db.name,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

@@ -7,7 +7,8 @@ import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
 
 /** Runs a CLI command to completion; returns exit code and stderr. */
 async function cli(args: string[], env: Record<string, string> = {}) {
-  const p = spawnCli(args, env);
+  // This file's own slot name: slot names are global to the shared test cluster.
+  const p = spawnCli(args, { OUTBOX_SLOT: slotOf(db), ...env });
   const code = await p.exited;
   return { code, err: p.logs(), out: p.stdout() };
 }
