@@ -39,6 +39,7 @@ beforeAll(async () => {
   db = { url, name: 'visibility', pool: new pg.Pool({ connectionString: url, max: 4 }) };
   db.pool.on('error', () => {});
   await migrateDb(db);
+  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
   kafka = await startKafka();
   await kafka.createTopic('outbox.event.Ok', 3);
   // outbox.event.Missing is never created (auto-creation off): a permanent refusal.
@@ -78,6 +79,11 @@ describe('outcomes of rows that are streamed before they are visible', () => {
     await writer.connect();
     await writer.query('SET synchronous_commit = on');
     await writer.query('BEGIN');
+    const xid = (
+      await writer.query<{ xid: string }>(
+        'SELECT (pg_current_xact_id()::text::bigint % 4294967296)::text AS xid',
+      )
+    ).rows[0]!.xid;
     await writer.query(
       `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES
          ('Ok', 'a', 'E', convert_to('{"seq":0}', 'UTF8')),
@@ -97,17 +103,27 @@ describe('outcomes of rows that are streamed before they are visible', () => {
       expect(await db.pool.query('SELECT 1 FROM outbox')).toHaveProperty('rowCount', 0);
       // Give the relay time to try its outcome statements and (before the fix) confirm past them.
       await new Promise((r) => setTimeout(r, 2000));
+      // The held transaction's commit record (in the WAL: synchronous replication waits after the
+      // local flush). The server skips, on restart, every transaction whose commit starts below
+      // confirmed_flush_lsn — so that start is the exact bound. Positions below it (keepalives past
+      // the relay's own statements, say) are fair game.
+      const commit = (
+        await db.pool.query<{ lsn: string }>(
+          `SELECT start_lsn::text AS lsn FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
+            WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%' AND xid::text = $2`,
+          [before, xid],
+        )
+      ).rows[0]?.lsn;
+      expect(commit, `commit record of the held transaction ${xid}`).toBeDefined();
       const held = await admin.query<{ confirmed: string; behind: boolean }>(
         `SELECT confirmed_flush_lsn::text AS confirmed, confirmed_flush_lsn <= $2::pg_lsn AS behind
            FROM pg_replication_slots WHERE slot_name = $1`,
-        [slotOf(db), before],
+        [slotOf(db), commit],
       );
-      // Nothing of the held transaction is settled: the slot is not confirmed past its start.
-      expect(held.rows[0], `confirmed ${held.rows[0]?.confirmed}, insert started at ${before}`).toMatchObject(
-        {
-          behind: true,
-        },
-      );
+      // Nothing of the held transaction is settled: the slot is not confirmed past its commit.
+      expect(held.rows[0], `confirmed ${held.rows[0]?.confirmed}, held commit at ${commit}`).toMatchObject({
+        behind: true,
+      });
     } finally {
       // Release every held commit.
       await admin.query(`ALTER SYSTEM SET synchronous_standby_names = ''`);
