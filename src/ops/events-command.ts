@@ -8,7 +8,15 @@ import {
   type Status,
 } from './event-filter.ts';
 import type { EventRecord } from './events.ts';
-import { countEvents, discardEvents, listEvents, resendEvents, selectTargets, showEvent } from './events.ts';
+import {
+  countEvents,
+  discardEvents,
+  eventColumns,
+  listEvents,
+  resendEvents,
+  selectTargets,
+  showEvent,
+} from './events.ts';
 import { formatPairs, formatTable, renderPayload, truncate } from './format.ts';
 import { OpsInputError, parseIds } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -151,25 +159,10 @@ async function show(ctx: OpsContext, id: string): Promise<number> {
     );
     return EXIT.OK;
   }
-  const iso = (d: Date | null) => d?.toISOString() ?? '-';
-  ctx.out(
-    formatPairs([
-      ['id', e.id],
-      ['event_id', e.event_id],
-      ['aggregate_type', e.aggregate_type],
-      ['aggregate_id', e.aggregate_id],
-      ['event_type', e.event_type],
-      ['content_type', e.content_type],
-      ['headers', JSON.stringify(e.headers)],
-      ['traceparent', e.traceparent ?? '-'],
-      ['created_at', iso(e.created_at)],
-      ['status', e.status],
-      ['attempts', String(e.attempts)],
-      ['next_attempt_at', iso(e.next_attempt_at)],
-      ['published_at', iso(e.published_at)],
-      ['last_error', e.last_error ?? '-'],
-    ]),
-  );
+  const columns = eventColumns(e, '-');
+  // The headers as JSON, after content_type (where the table has them).
+  columns.splice(6, 0, ['headers', JSON.stringify(e.headers)]);
+  ctx.out(formatPairs(columns));
   const bytes = e.payload?.length ?? 0;
   ctx.out(`payload (${payload.encoding}, ${bytes} bytes):\n${payload.text}`);
   return EXIT.OK;

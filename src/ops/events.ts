@@ -27,6 +27,29 @@ function source(table: string, f: EventFilter): string {
   if (!f.statuses.some((s) => s === 'pending' || s === 'published')) return `${table} AS o`;
   return `${companion(table, '_with_status')} AS o`;
 }
+/**
+ * Every column of an event as [name, text] pairs, in table order (headers and payload apart: each
+ * reader renders them its own way). `none` stands for NULL. For `events show` and the console.
+ */
+export function eventColumns(e: EventRecord, none: string): [string, string][] {
+  const iso = (d: Date | null) => d?.toISOString() ?? none;
+  return [
+    ['id', e.id],
+    ['event_id', e.event_id],
+    ['aggregate_type', e.aggregate_type],
+    ['aggregate_id', e.aggregate_id],
+    ['event_type', e.event_type],
+    ['content_type', e.content_type],
+    ['traceparent', e.traceparent ?? none],
+    ['created_at', iso(e.created_at)],
+    ['status', e.status],
+    ['attempts', String(e.attempts)],
+    ['next_attempt_at', iso(e.next_attempt_at)],
+    ['published_at', iso(e.published_at)],
+    ['last_error', e.last_error ?? none],
+  ];
+}
+
 const view = (table: string) => companion(table, '_with_status');
 
 const COLUMNS = `id::text AS id, event_id::text AS event_id, aggregate_type, aggregate_id, event_type, payload,

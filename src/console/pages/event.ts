@@ -1,4 +1,4 @@
-import type { EventRecord } from '../../ops/events.ts';
+import { type EventRecord, eventColumns } from '../../ops/events.ts';
 import { renderPayload } from '../../ops/format.ts';
 import { html, query } from '../html.ts';
 import { actionGate, BASE, eventsTable, iso, layout, type PageContext, statusBadge } from './layout.ts';
@@ -55,23 +55,7 @@ ${
 }
 <section><h2>Columns</h2>
 <table class="columns" data-testid="columns">
-${(
-  [
-    ['id', e.id],
-    ['event_id', e.event_id],
-    ['aggregate_type', e.aggregate_type],
-    ['aggregate_id', e.aggregate_id],
-    ['event_type', e.event_type],
-    ['content_type', e.content_type],
-    ['traceparent', e.traceparent ?? '–'],
-    ['created_at', iso(e.created_at)],
-    ['status', e.status],
-    ['attempts', String(e.attempts)],
-    ['next_attempt_at', iso(e.next_attempt_at)],
-    ['published_at', iso(e.published_at)],
-    ['last_error', e.last_error ?? '–'],
-  ] as const
-).map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}
+${eventColumns(e, '–').map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}
 </table></section>
 <section><h2>Headers</h2>
 ${
