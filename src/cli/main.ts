@@ -11,13 +11,13 @@ import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { runOpsCommand } from '../ops/cli.ts';
-import { Relay, toRelayError } from '../relay/relay.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
+import { Relay, toRelayError } from '../supervisor/relay.ts';
 import { completionScript } from './completion.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 

@@ -6,18 +6,14 @@ import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
+import { countEvents, listEvents } from '../lifecycle/queries.ts';
+import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
+import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
 import { type RelayView, readSample } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
-import { describeFilter, type EventFilter, parseFilter, STATUSES } from '../ops/event-filter.ts';
-import {
-  countEvents,
-  discardEvents,
-  listEvents,
-  resendEvents,
-  selectTargets,
-  showEvent,
-} from '../ops/events.ts';
-import { RESOLVABLE, UNHEALTHY } from '../ops/events-command.ts';
+import { describeFilter, parseFilter } from '../ops/event-filter.ts';
+import { selectTargets, showEvent } from '../ops/events.ts';
 import { OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { countReplay } from '../ops/replay.ts';

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { errorMessage } from '../errors.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
 import type { Logger } from '../observability/logger.ts';
-import { describeFilter, type EventFilter } from '../ops/event-filter.ts';
+import { describeFilter } from '../ops/event-filter.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { copiesState, replayEvents } from '../ops/replay.ts';
 

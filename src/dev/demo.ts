@@ -5,13 +5,14 @@ import { dirname, join } from 'node:path';
 import pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
+import { countsByStatus, notPublishedCount } from '../lifecycle/queries.ts';
 import { type HttpServer, startHttpServer } from '../observability/http-server.ts';
 import type { Logger } from '../observability/logger.ts';
-import { sleep } from '../relay/backoff.ts';
-import { Relay } from '../relay/relay.ts';
+import { sleep } from '../retry/backoff.ts';
 import { StdoutSink } from '../sinks/stdout.ts';
 import { migrate } from '../store/migrate.ts';
-import { companion, qualified } from '../store/sql-ident.ts';
+import { qualified } from '../store/sql-ident.ts';
+import { Relay } from '../supervisor/relay.ts';
 import { startThrowawayPostgres } from './throwaway-postgres.ts';
 
 const AGGREGATES = [
@@ -121,11 +122,9 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     const deadline = Date.now() + 60_000;
     let announced = false;
     for (;;) {
-      const r = await db.query<{ pending: string }>(
-        `SELECT count(*) FILTER (WHERE status <> 'published')::text AS pending FROM ${companion(table, '_with_status')}`,
-      );
+      const notPublished = await notPublishedCount(db, table);
       if (stop) break;
-      if (r.rows[0]!.pending === '0' && !c.demoFollow) {
+      if (notPublished === 0 && !c.demoFollow) {
         // On a terminal the console stays up for a look; scripts and CI get the exit.
         if (!process.stdout.isTTY) break;
         if (!announced) {
@@ -154,13 +153,11 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
       'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
       [c.slot],
     );
-    const counts = await db.query<{ status: string; n: string }>(
-      `SELECT status, count(*)::text AS n FROM ${companion(table, '_with_status')} GROUP BY status ORDER BY status`,
-    );
+    const counts = await countsByStatus(db, table);
     log.info(
       {
         events: inserted,
-        rows: Object.fromEntries(counts.rows.map((r) => [r.status, Number(r.n)])),
+        rows: counts,
         confirmedFlushLsn: slot.rows[0]?.confirmed_flush_lsn,
       },
       'demo: done — every event relayed to stdout, recorded published, and the slot confirmed past it',

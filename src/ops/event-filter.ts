@@ -1,25 +1,8 @@
 import type { Config } from '../config/load.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
+import { STATUSES, type Status } from '../lifecycle/statuses.ts';
 import { OpsInputError } from './input-error.ts';
 import { parseTime } from './time-filter.ts';
-
-/** The outbox row statuses (sql/000001_outbox.sql's CHECK constraint). */
-export const STATUSES = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'] as const;
-export type Status = (typeof STATUSES)[number];
-
-/** Which rows an operator command looks at. Times: since inclusive, until exclusive. */
-export interface EventFilter {
-  statuses: Status[];
-  since?: Date;
-  until?: Date;
-  aggregateType?: string;
-  aggregateId?: string;
-  eventType?: string;
-  /** Text in last_error, case-insensitive. */
-  errorContains?: string;
-  eventId?: string;
-  /** Paging by id: rows with id > afterId. */
-  afterId?: string;
-}
 
 /** The filter options as the config gives them (flags, file, environment). */
 export type FilterOptions = Partial<
@@ -82,28 +65,6 @@ export function parseFilter(o: FilterOptions, rules: FilterRules): EventFilter {
   }
   if (o.afterId !== undefined) f.afterId = String(o.afterId);
   return f;
-}
-
-/** A parameterised WHERE clause (without the keyword) for the filter; `$first` is its first parameter. */
-export function filterSql(f: EventFilter, first = 1): { sql: string; params: unknown[] } {
-  const params: unknown[] = [];
-  const parts: string[] = [];
-  const add = (clause: (p: string) => string, value: unknown) => {
-    params.push(value);
-    parts.push(clause(`$${first + params.length - 1}`));
-  };
-  add((p) => `status = ANY(${p}::text[])`, f.statuses);
-  if (f.since) add((p) => `created_at >= ${p}::timestamptz`, f.since.toISOString());
-  if (f.until) add((p) => `created_at < ${p}::timestamptz`, f.until.toISOString());
-  if (f.aggregateType !== undefined) add((p) => `aggregate_type = ${p}`, f.aggregateType);
-  if (f.aggregateId !== undefined) add((p) => `aggregate_id = ${p}`, f.aggregateId);
-  if (f.eventType !== undefined) add((p) => `event_type = ${p}`, f.eventType);
-  // strpos, not LIKE: the operator's text has no wildcards to escape.
-  if (f.errorContains !== undefined)
-    add((p) => `strpos(lower(last_error), lower(${p})) > 0`, f.errorContains);
-  if (f.eventId !== undefined) add((p) => `event_id = ${p}::uuid`, f.eventId);
-  if (f.afterId !== undefined) add((p) => `id > ${p}::bigint`, f.afterId);
-  return { sql: parts.join(' AND '), params };
 }
 
 /** The filter in words, for confirmations and audit logs. */

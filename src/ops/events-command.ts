@@ -1,30 +1,15 @@
 import { EXIT } from '../cli/exit-codes.ts';
-import {
-  describeFilter,
-  type EventFilter,
-  type FilterOptions,
-  parseFilter,
-  STATUSES,
-  type Status,
-} from './event-filter.ts';
-import type { EventRecord } from './events.ts';
-import {
-  countEvents,
-  discardEvents,
-  eventColumns,
-  listEvents,
-  resendEvents,
-  selectTargets,
-  showEvent,
-} from './events.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
+import { countEvents, type EventRecord, listEvents } from '../lifecycle/queries.ts';
+import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
+import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
+import { describeFilter, type FilterOptions, parseFilter } from './event-filter.ts';
+import { eventColumns, selectTargets, showEvent } from './events.ts';
 import { formatPairs, formatTable, renderPayload, truncate } from './format.ts';
 import { OpsInputError, parseIds } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
 
 export const EVENTS_SUBCOMMANDS = ['list', 'count', 'show', 'resend', 'discard'] as const;
-
-export const UNHEALTHY: readonly Status[] = ['failed', 'dead', 'parked'];
-export const RESOLVABLE: readonly Status[] = ['failed', 'dead'];
 
 /** `outbox-relay events <list|count|show|resend|discard> …` */
 export async function eventsCommand(ctx: OpsContext, args: string[]): Promise<number> {

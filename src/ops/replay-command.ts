@@ -1,5 +1,6 @@
 import { EXIT } from '../cli/exit-codes.ts';
-import { describeFilter, parseFilter, STATUSES, type Status } from './event-filter.ts';
+import { STATUSES, type Status } from '../lifecycle/statuses.ts';
+import { describeFilter, parseFilter } from './event-filter.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
 import { type CopiesState, copiesState, countReplay, replayEvents } from './replay.ts';

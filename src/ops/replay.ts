@@ -1,11 +1,7 @@
 import type pg from 'pg';
-import { companion } from '../store/sql-ident.ts';
-import { type EventFilter, filterSql } from './event-filter.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
+import { copiesByStatus, copyBatch, countWindow, maxId, type ReplayOptions } from '../lifecycle/replay.ts';
 import { withClientTransaction } from './transaction.ts';
-
-/** The header every replay copy carries: the id of the row it copies. */
-export const REPLAY_OF_HEADER = 'x-replay-of';
-export const REPLAYED_AT_HEADER = 'x-replayed-at';
 
 export interface ReplayResult {
   /** Rows copied (or, with dryRun, that would be). */
@@ -16,24 +12,6 @@ export interface ReplayResult {
   ceiling: string | null;
 }
 
-export interface ReplayOptions {
-  /** Also copy rows that are themselves copies (they carry x-replay-of). Default: no. */
-  includeReplays?: boolean;
-}
-
-/**
- * The WHERE clause of a replay window. Copies of copies are excluded by default: a second replay
- * over a window that a first replay's copies fall into (copies keep the original's created_at only
- * in their headers, but a window by --status or --aggregate-id has no time bound) would otherwise
- * copy the first run's copies too — 5,001 rows become 10,002.
- */
-function windowSql(f: EventFilter, o: ReplayOptions): { sql: string; params: unknown[] } {
-  const w = filterSql(f);
-  return o.includeReplays
-    ? w
-    : { sql: `${w.sql} AND NOT coalesce(o.headers ? '${REPLAY_OF_HEADER}', false)`, params: w.params };
-}
-
 /** How many rows a replay of the window would copy, and their id range. Changes nothing. */
 export async function countReplay(
   db: pg.ClientBase,
@@ -41,12 +19,8 @@ export async function countReplay(
   f: EventFilter,
   o: ReplayOptions,
 ): Promise<ReplayResult> {
-  const w = windowSql(f, o);
-  const r = await db.query<{ n: string; first: string | null; last: string | null }>(
-    `SELECT count(*)::text AS n, min(id)::text AS first, max(id)::text AS last FROM ${companion(table, '_with_status')} AS o WHERE ${w.sql}`,
-    w.params,
-  );
-  return { count: Number(r.rows[0]!.n), firstId: r.rows[0]!.first, lastId: r.rows[0]!.last, ceiling: null };
+  const r = await countWindow(db, table, f, o);
+  return { count: Number(r.n), firstId: r.first, lastId: r.last, ceiling: null };
 }
 
 /**
@@ -69,38 +43,24 @@ export async function replayEvents(
   },
 ): Promise<ReplayResult> {
   if (opts.dryRun) return countReplay(db, table, f, opts);
-  const w = windowSql(f, opts);
   // The window's upper id is fixed first: copies (and new rows) get higher ids and are never re-read.
-  const max = await db.query<{ max: string | null }>(`SELECT max(id)::text AS max FROM ${table}`);
-  const ceiling = max.rows[0]!.max;
+  const ceiling = await maxId(db, table);
   const result: ReplayResult = { count: 0, firstId: null, lastId: null, ceiling };
   if (ceiling === null) return result;
   let after = '0';
-  const n = w.params.length;
   for (;;) {
     const batch = await withClientTransaction(db, async () => {
-      const r = await db.query<{ id: string }>(
-        `WITH src AS (
-           SELECT o.id, event_id, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent
-             FROM ${companion(table, '_with_status')} AS o
-            WHERE ${w.sql} AND o.id > $${n + 1}::bigint AND o.id <= $${n + 2}::bigint
-            ORDER BY o.id LIMIT $${n + 3}),
-         copied AS (
-           INSERT INTO ${table} (event_id, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent)
-           SELECT event_id, aggregate_type, aggregate_id, event_type, payload, content_type,
-                  coalesce(headers, '{}'::jsonb) || jsonb_build_object('${REPLAY_OF_HEADER}', src.id::text, '${REPLAYED_AT_HEADER}', $${n + 4}::text),
-                  traceparent
-             FROM src ORDER BY src.id
-           RETURNING 1)
-         SELECT src.id::text AS id, (SELECT count(*) FROM copied)::int AS inserted FROM src ORDER BY src.id`,
-        [...w.params, after, ceiling, opts.batchSize, opts.replayedAt.toISOString()],
-      );
+      const r = await copyBatch(db, table, f, opts, {
+        after,
+        ceiling,
+        batchSize: opts.batchSize,
+        replayedAt: opts.replayedAt,
+      });
       // Every selected row must have been copied: a short count would be a lost replay.
-      const inserted = (r.rows[0] as { inserted?: number } | undefined)?.inserted ?? 0;
-      if (inserted !== r.rows.length) {
-        throw new Error(`replay: selected ${r.rows.length} rows but inserted ${inserted}; rolled back`);
+      if (r.inserted !== r.ids.length) {
+        throw new Error(`replay: selected ${r.ids.length} rows but inserted ${r.inserted}; rolled back`);
       }
-      return r.rows.map((x) => x.id);
+      return r.ids;
     });
     if (batch.length === 0) break;
     result.firstId ??= batch[0]!;
@@ -133,15 +93,10 @@ export async function copiesState(
   table: string,
   run: { ceiling: string; replayedAt: Date },
 ): Promise<CopiesState> {
-  const r = await db.query<{ status: string; n: string }>(
-    `SELECT status, count(*)::text AS n FROM ${companion(table, '_with_status')} AS o
-      WHERE o.id > $1::bigint AND o.headers->>'${REPLAYED_AT_HEADER}' = $2 AND o.headers ? '${REPLAY_OF_HEADER}'
-      GROUP BY status`,
-    [run.ceiling, run.replayedAt.toISOString()],
-  );
-  const by = Object.fromEntries(r.rows.map((x) => [x.status, Number(x.n)]));
+  const rows = await copiesByStatus(db, table, run);
+  const by = Object.fromEntries(rows.map((x) => [x.status, Number(x.n)]));
   const s: CopiesState = {
-    total: r.rows.reduce((a, x) => a + Number(x.n), 0),
+    total: rows.reduce((a, x) => a + Number(x.n), 0),
     published: by.published ?? 0,
     inFlight: (by.pending ?? 0) + (by.failed ?? 0) + (by.parked ?? 0),
     dead: by.dead ?? 0,

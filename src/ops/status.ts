@@ -1,9 +1,8 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
+import { statusCounts } from '../lifecycle/queries.ts';
 import { checkDatabase } from '../replication/preflight.ts';
-import { progressTable, unpublishedRowsSql } from '../store/progress.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
-import { qualified } from '../store/sql-ident.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
 import { RELAY_STALE_SECONDS, type RelayStatus, type StatusSnapshot } from './status-report.ts';
 
@@ -38,44 +37,17 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
   // The preflight's last check is the slot's: listed once, under the slot.
   if (publicationError === slotError) publicationError = null;
   const relay = await readRelay(db, t);
-  const table = qualified(t.schema, t.table);
-  const counts: Record<string, number> = {};
+  let counts: Record<string, number> = {};
   let oldestPending: number | null = null;
   let oldestFailed: number | null = null;
   let parkedAggregates = 0;
   // A missing table is reported by the preflight check above; the counts then stay empty.
   if (!publicationError?.includes('OUTBOX_TABLE_MISSING')) {
-    const byStatus = await db.query<{ status: string; n: string; oldest: string | null }>(
-      `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
-         FROM ${table} GROUP BY status`,
-    );
-    for (const r of byStatus.rows) {
-      counts[r.status] = Number(r.n);
-      if (r.status === 'failed') oldestFailed = Number(r.oldest);
-    }
-    // The row's 'pending' is its truthful status only outside the progress record's ranges
-    // (docs/outbox-table.md, "Status"): read those rows by id ranges; the rest are published.
-    // 42P01: the progress table is not migrated yet (sql/000003): the rows' own statuses are all there is.
-    const pending = await db
-      .query<{ n: string; oldest: string | null }>(
-        `SELECT count(*)::text AS n, extract(epoch FROM now() - min(o.created_at))::text AS oldest
-           FROM ${unpublishedRowsSql(table, progressTable(t.schema, t.table))} WHERE o.status = 'pending'`,
-      )
-      .catch((e) => {
-        if ((e as { code?: string }).code !== '42P01') throw e;
-        const row = byStatus.rows.find((r) => r.status === 'pending');
-        return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
-      });
-    const truly = Number(pending.rows[0]!.n);
-    const covered = Math.max(0, (counts.pending ?? 0) - truly);
-    if (covered > 0) counts.published = (counts.published ?? 0) + covered;
-    if (truly > 0) counts.pending = truly;
-    else delete counts.pending;
-    oldestPending = pending.rows[0]!.oldest === null ? null : Number(pending.rows[0]!.oldest);
-    const parked = await db.query<{ n: string }>(
-      `SELECT count(*)::text AS n FROM (SELECT DISTINCT aggregate_type, aggregate_id FROM ${table} WHERE status = 'parked') p`,
-    );
-    parkedAggregates = Number(parked.rows[0]!.n);
+    const c = await statusCounts(db, t.schema, t.table);
+    counts = c.counts;
+    oldestPending = c.oldestPendingAgeSeconds;
+    oldestFailed = c.oldestFailedAgeSeconds;
+    parkedAggregates = c.parkedAggregates;
   }
   return {
     slot: {

@@ -1,6 +1,6 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
+import { type OutboxRow, rowToEvent } from '../lifecycle/outbox-row.ts';
 import type { OutboxEvent } from '../route/event.ts';
-import { type OutboxRow, rowToEvent } from '../store/outbox-row.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */

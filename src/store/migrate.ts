@@ -2,10 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { insertInitialProgress, progressTable } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { slotOwnershipError } from '../replication/preflight.ts';
 import { sqlName } from '../replication/privileges.ts';
-import { insertInitialProgress, progressTable } from './progress.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { ident, qualified } from './sql-ident.ts';
 

@@ -3,7 +3,7 @@ import { qualified } from './sql-ident.ts';
 
 /**
  * The relay-state row (sql/000002_relay_state.sql): one per slot, written by the active relay,
- * read by `outbox-relay status`. The statements live here; the timing in src/relay/state-recorder.ts.
+ * read by `outbox-relay status`. The statements live here; the timing in src/supervisor/state-recorder.ts.
  */
 export const RECORDED_STATES = [
   'active',

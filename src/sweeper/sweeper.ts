@@ -1,20 +1,32 @@
 import type { Config } from '../config/load.ts';
 import { errorMessage, RelayError } from '../errors.ts';
+import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
+import { rowToEvent, type StoredRow } from '../lifecycle/outbox-row.ts';
+import type { OutboxStore } from '../lifecycle/outbox-store.ts';
+import { compactProgress } from '../lifecycle/progress.ts';
+import { heldAggregates, pendingCount, storedSettledCounts, unhealthyCounts } from '../lifecycle/queries.ts';
+import { Retention } from '../lifecycle/retention.ts';
+import {
+  claimDueFailed,
+  claimParked,
+  hasUnresolvedHead,
+  releasableAggregates,
+  released,
+  releaseFailed,
+  retryDead,
+  retryLater,
+  retryPublished,
+} from '../lifecycle/transitions.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
-import { sleep } from '../relay/backoff.ts';
-import type { BlockedAggregates } from '../relay/blocked-aggregates.ts';
-import { failureBackoff, formatError, logOutcome } from '../relay/failure-policy.ts';
+import { sleep } from '../retry/backoff.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts';
-import type { OutboxStore } from '../store/outbox-store.ts';
-import { compactProgress, unpublishedRowsSql } from '../store/progress.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
-import { Retention } from './retention.ts';
 import { SlotWatch } from './slot-watch.ts';
 
 export interface SweeperDeps {
@@ -212,38 +224,29 @@ export class Sweeper {
     const { config: c, store, metrics, log } = this.#d;
     const headsPublished = new Set<string>();
     await withTransaction(store.db, async (client) => {
-      const due = await client.query<StoredRow>(
-        // o.id, the bigint: ROW_COLUMNS renders id as text, and "10" sorts before "7".
-        `SELECT ${ROW_COLUMNS} FROM ${store.table} AS o
-          WHERE status = 'failed' AND next_attempt_at <= now()
-          ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-        [c.sweepBatchSize],
-      );
-      for (const row of due.rows) {
+      const due = await claimDueFailed(client, store.table, c.sweepBatchSize);
+      for (const row of due) {
         if (signal.aborted) break;
         const { event, topic, error } = await this.#publishRow(row);
         const attempts = row.attempts + 1;
         metrics.failures.retries.inc();
         if (!error) {
-          await client.query(
-            `UPDATE ${store.table} SET status = 'published', published_at = now(), next_attempt_at = NULL, attempts = $2 WHERE id = $1`,
-            [row.id, attempts],
-          );
+          await retryPublished(client, store.table, row.id, attempts);
           logOutcome(log, event, topic, attempts, 'published');
           headsPublished.add(JSON.stringify([row.aggregate_type, row.aggregate_id]));
         } else if (c.maxAttempts > 0 && attempts >= c.maxAttempts) {
-          await client.query(
-            `UPDATE ${store.table} SET status = 'dead', attempts = $2, last_error = $3, next_attempt_at = NULL WHERE id = $1`,
-            [row.id, attempts, formatError(error)],
-          );
+          await retryDead(client, store.table, row.id, attempts, formatError(error));
           metrics.failures.retryExhaustions.inc();
           logOutcome(log, event, topic, attempts, 'dead', error);
           await this.#deadLetter(event, topic, attempts, error);
         } else {
-          await client.query(
-            `UPDATE ${store.table} SET attempts = $2, last_error = $3,
-                    next_attempt_at = now() + $4::bigint * interval '1 millisecond' WHERE id = $1`,
-            [row.id, attempts, formatError(error), failureBackoff(c, attempts)],
+          await retryLater(
+            client,
+            store.table,
+            row.id,
+            attempts,
+            formatError(error),
+            failureBackoff(c, attempts),
           );
           logOutcome(log, event, topic, attempts, 'retry', error);
         }
@@ -275,16 +278,9 @@ export class Sweeper {
    */
   async #releaseParked(headsPublished: Set<string>, signal: AbortSignal): Promise<void> {
     const { store } = this.#d;
-    const r = await store.db.query<{ aggregate_type: string; aggregate_id: string }>(
-      `SELECT DISTINCT p.aggregate_type, p.aggregate_id FROM ${store.table} p
-        WHERE p.status = 'parked' AND NOT EXISTS (
-          SELECT 1 FROM ${store.table} f
-           WHERE f.aggregate_type = p.aggregate_type AND f.aggregate_id = p.aggregate_id
-             AND f.status IN ('failed', 'dead') AND f.id < p.id)
-        LIMIT 100`,
-    );
+    const releasable = await releasableAggregates(store.db, store.table);
     const aggregates = new Set(headsPublished);
-    for (const a of r.rows) aggregates.add(JSON.stringify([a.aggregate_type, a.aggregate_id]));
+    for (const a of releasable) aggregates.add(JSON.stringify([a.aggregate_type, a.aggregate_id]));
     for (const key of aggregates) {
       if (signal.aborted) return;
       const [type, id] = JSON.parse(key) as [string, string];
@@ -298,35 +294,19 @@ export class Sweeper {
     for (let round = 0; round < 1000 && !signal.aborted; round++) {
       const mark = blocked.mark(type, id); // before the read: see BlockedAggregates
       const next = await withTransaction(store.db, async (client): Promise<'stop' | 'empty' | 'more'> => {
-        const ahead = await client.query(
-          `SELECT 1 FROM ${store.table} WHERE aggregate_type = $1 AND aggregate_id = $2 AND status IN ('failed', 'dead') LIMIT 1`,
-          [type, id],
-        );
-        if (ahead.rowCount) return 'stop';
-        const rows = await client.query<StoredRow>(
-          `SELECT ${ROW_COLUMNS} FROM ${store.table} AS o
-            WHERE aggregate_type = $1 AND aggregate_id = $2 AND status = 'parked'
-            ORDER BY o.id LIMIT $3 FOR UPDATE SKIP LOCKED`,
-          [type, id, c.sweepBatchSize],
-        );
-        if (rows.rows.length === 0) return 'empty';
-        for (const row of rows.rows) {
+        if (await hasUnresolvedHead(client, store.table, type, id)) return 'stop';
+        const rows = await claimParked(client, store.table, type, id, c.sweepBatchSize);
+        if (rows.length === 0) return 'empty';
+        for (const row of rows) {
           const { event, topic, error } = await this.#publishRow(row);
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
-            await client.query(
-              `UPDATE ${store.table} SET status = 'failed', attempts = 1, last_error = $2,
-                      next_attempt_at = now() + $3::bigint * interval '1 millisecond' WHERE id = $1`,
-              [row.id, formatError(error), failureBackoff(c, 1)],
-            );
+            await releaseFailed(client, store.table, row.id, formatError(error), failureBackoff(c, 1));
             this.#d.metrics.failures.eventsFailed.inc({ reason: error.reason });
             logOutcome(log, event, topic, 1, 'retry', error);
             return 'stop';
           }
-          await client.query(
-            `UPDATE ${store.table} SET status = 'published', published_at = now() WHERE id = $1`,
-            [row.id],
-          );
+          await released(client, store.table, row.id);
           logOutcome(log, event, topic, row.attempts, 'released');
         }
         return 'more';
@@ -350,14 +330,8 @@ export class Sweeper {
     const keys = blocked.keys();
     if (keys.length === 0) return;
     const marks = keys.map(([type, id]) => blocked.mark(type, id));
-    const held = await store.db.query<{ aggregate_type: string; aggregate_id: string }>(
-      `SELECT DISTINCT o.aggregate_type, o.aggregate_id
-         FROM ${store.table} AS o JOIN unnest($1::text[], $2::text[]) AS k(type, id)
-           ON o.aggregate_type = k.type AND o.aggregate_id = k.id
-        WHERE o.status IN ('failed', 'dead', 'parked')`,
-      [keys.map(([type]) => type), keys.map(([, id]) => id)],
-    );
-    const still = new Set(held.rows.map((r) => JSON.stringify([r.aggregate_type, r.aggregate_id])));
+    const held = await heldAggregates(store.db, store.table, keys);
+    const still = new Set(held.map((r) => JSON.stringify([r.aggregate_type, r.aggregate_id])));
     keys.forEach(([type, id], i) => {
       if (!still.has(JSON.stringify([type, id]))) blocked.unblockSince(type, id, marks[i]!);
     });
@@ -366,30 +340,20 @@ export class Sweeper {
   async #refreshGauges(): Promise<void> {
     const { store, metrics } = this.#d;
     const f = metrics.failures;
-    const unhealthy = await store.db.query<{ status: string; n: string; oldest: string | null }>(
-      `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
-         FROM ${store.table} WHERE status IN ('failed', 'dead', 'parked') GROUP BY status`,
-    );
-    const by = new Map(unhealthy.rows.map((r) => [r.status, r]));
+    const by = await unhealthyCounts(store.db, store.table);
     for (const s of ['failed', 'dead', 'parked']) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
     f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
     const oldest = Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0));
     f.oldestFailedAgeSeconds.set(oldest);
     // Truly pending rows: only the complement of the progress record is read (cheap, each round).
-    const pending = await store.db.query<{ n: string }>(
-      `SELECT count(*)::text AS n FROM ${unpublishedRowsSql(store.table, store.progress)} WHERE o.status = 'pending'`,
-    );
-    f.events.set({ status: 'pending' }, Number(pending.rows[0]!.n));
+    const pending = await pendingCount(store.db, store.table, store.progress);
+    f.events.set({ status: 'pending' }, pending);
     // Published and discarded counts scan the table: keep them infrequent.
     if (Date.now() - this.#lastStatusRefresh > STATUS_REFRESH_MS) {
       this.#lastStatusRefresh = Date.now();
-      const all = await store.db.query<{ status: string; n: string }>(
-        `SELECT status, count(*)::text AS n FROM ${store.table} WHERE status IN ('pending', 'published', 'discarded') GROUP BY status`,
-      );
-      const m = new Map(all.rows.map((r) => [r.status, Number(r.n)]));
+      const m = await storedSettledCounts(store.db, store.table);
       // Rows still saying 'pending' are published unless truly pending (the progress record covers them).
-      const published =
-        (m.get('published') ?? 0) + Math.max(0, (m.get('pending') ?? 0) - Number(pending.rows[0]!.n));
+      const published = (m.get('published') ?? 0) + Math.max(0, (m.get('pending') ?? 0) - pending);
       f.events.set({ status: 'published' }, published);
       f.events.set({ status: 'discarded' }, m.get('discarded') ?? 0);
     }

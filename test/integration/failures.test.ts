@@ -1,11 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BlockedAggregates } from '../../src/lifecycle/blocked-aggregates.ts';
+import { OutboxStore } from '../../src/lifecycle/outbox-store.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { RelayMetrics } from '../../src/observability/metrics.ts';
-import { BlockedAggregates } from '../../src/relay/blocked-aggregates.ts';
-import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
-import { OutboxStore } from '../../src/store/outbox-store.ts';
+import type { Relay } from '../../src/supervisor/relay.ts';
 import { Sweeper } from '../../src/sweeper/sweeper.ts';
 import { type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import type { Relay } from '../../src/relay/relay.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
+import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {

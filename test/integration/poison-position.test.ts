@@ -5,9 +5,9 @@ import { type HttpServer, startHttpServer } from '../../src/observability/http-s
 import { silentLogger } from '../../src/observability/logger.ts';
 import { readStatus } from '../../src/ops/status.ts';
 import { evaluate } from '../../src/ops/status-report.ts';
-import type { Relay } from '../../src/relay/relay.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
+import type { Relay } from '../../src/supervisor/relay.ts';
 import { adminUrl, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotOf, startRelayInProcess, testConfig } from '../support/relay.ts';
 

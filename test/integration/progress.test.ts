@@ -10,14 +10,15 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseIdRanges } from '../../src/lifecycle/id-ranges.ts';
+import { compactProgress, readProgress, unpublishedRowsSql } from '../../src/lifecycle/progress.ts';
+import { countEvents, listEvents } from '../../src/lifecycle/queries.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { countEvents, listEvents, selectTargets, showEvent } from '../../src/ops/events.ts';
-import { Relay } from '../../src/relay/relay.ts';
+import { selectTargets, showEvent } from '../../src/ops/events.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import type { Classified } from '../../src/sinks/kafka-errors.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
-import { parseIdRanges } from '../../src/store/id-ranges.ts';
-import { compactProgress, readProgress, unpublishedRowsSql } from '../../src/store/progress.ts';
+import { Relay } from '../../src/supervisor/relay.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
 import { type EventRow, insertEvents, migrateDb, slotOf, spawnCli, testConfig } from '../support/relay.ts';
 

@@ -11,11 +11,11 @@ import { EXIT } from '../../src/cli/exit-codes.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { Relay } from '../../src/relay/relay.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import type { Classified } from '../../src/sinks/kafka-errors.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
+import { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
 import {

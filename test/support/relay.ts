@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { type Config, loadConfig } from '../../src/config/load.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { Relay } from '../../src/relay/relay.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
+import { Relay } from '../../src/supervisor/relay.ts';
 import type { KafkaHarness } from './kafka.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -1,4 +1,4 @@
-import type { EventRecord } from '../../ops/events.ts';
+import type { EventRecord } from '../../lifecycle/queries.ts';
 import { html, type SafeHtml } from '../html.ts';
 import type { FilterParams } from '../params.ts';
 import { actionGate, BASE, csrfField, errorBox, eventsTable, layout, type PageContext } from './layout.ts';

@@ -1,4 +1,5 @@
-import { type EventRecord, eventColumns } from '../../ops/events.ts';
+import type { EventRecord } from '../../lifecycle/queries.ts';
+import { eventColumns } from '../../ops/events.ts';
 import { renderPayload } from '../../ops/format.ts';
 import { html, query } from '../html.ts';
 import { actionGate, BASE, eventsTable, iso, layout, type PageContext, statusBadge } from './layout.ts';

@@ -1,5 +1,5 @@
-import { STATUSES } from '../../ops/event-filter.ts';
-import type { EventRecord } from '../../ops/events.ts';
+import type { EventRecord } from '../../lifecycle/queries.ts';
+import { STATUSES } from '../../lifecycle/statuses.ts';
 import { html, query } from '../html.ts';
 import type { FilterParams } from '../params.ts';
 import { BASE, errorBox, eventsTable, layout, type PageContext, statusBadge } from './layout.ts';

@@ -1,4 +1,4 @@
-import type { EventRecord } from '../../ops/events.ts';
+import type { EventRecord } from '../../lifecycle/queries.ts';
 import { truncate } from '../../ops/format.ts';
 import { html, type SafeHtml } from '../html.ts';
 

@@ -1,4 +1,4 @@
-import type { EventRecord } from '../../ops/events.ts';
+import type { EventRecord } from '../../lifecycle/queries.ts';
 import { formatAge, formatBytes } from '../../ops/format.ts';
 import type { SlotReading } from '../../sweeper/slot-watch.ts';
 import { lineChart } from '../chart.ts';

@@ -7,14 +7,14 @@
 import type pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../config/load.ts';
+import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { silentLogger } from '../observability/logger.ts';
 import { RelayMetrics } from '../observability/metrics.ts';
 import { ReplicationConnection, type StreamHandlers } from '../replication/connection.ts';
 import type { Lsn } from '../replication/lsn.ts';
+import { OutageLog } from '../retry/outage-log.ts';
 import { StdoutSink } from '../sinks/stdout.ts';
-import { OutboxStore } from '../store/outbox-store.ts';
-import { BlockedAggregates } from './blocked-aggregates.ts';
-import { OutageLog } from './outage-log.ts';
 import { ReplicationSession } from './session.ts';
 
 /** Records status updates; the test plays the server's side through `handlers`. */

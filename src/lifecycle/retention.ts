@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
-import { sleep } from '../relay/backoff.ts';
-import { publishedSql } from '../store/progress.ts';
+import { sleep } from '../retry/backoff.ts';
+import { publishedSql } from './progress.ts';
 
 export interface RetentionDeps {
   db: pg.Pool;

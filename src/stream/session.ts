@@ -1,5 +1,8 @@
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { type BlockedAggregates, hasAggregate } from '../lifecycle/blocked-aggregates.ts';
+import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
+import type { FailedRow, OutboxStore, StreamedRow } from '../lifecycle/outbox-store.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import type { BatchTracer } from '../observability/tracing.ts';
@@ -7,17 +10,14 @@ import { AckTracker } from '../replication/ack-tracker.ts';
 import { ReplicationConnection } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
+import { backoffDelay, sleep } from '../retry/backoff.ts';
+import type { OutageLog } from '../retry/outage-log.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
-import type { FailedRow, OutboxStore, StreamedRow } from '../store/outbox-store.ts';
-import { backoffDelay, sleep } from './backoff.ts';
-import { type BlockedAggregates, hasAggregate } from './blocked-aggregates.ts';
-import { failureBackoff, formatError, logOutcome } from './failure-policy.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
-import type { OutageLog } from './outage-log.ts';
 
 export interface SessionDeps {
   config: Config;
@@ -41,7 +41,7 @@ export class SessionStopped extends Error {}
  *
  * The acknowledgement rule (design.md §3) lives in AckTracker; this class feeds it:
  * begin/commit in stream order, one settle per event once the broker acknowledged it
- * and its outcome is recorded (store/progress.ts), keepalive positions when idle. Only tracker.confirmable is
+ * and its outcome is recorded (lifecycle/progress.ts), keepalive positions when idle. Only tracker.confirmable is
  * ever sent as the flush position.
  *
  * A session never recovers in place: any stream error ends it, unsettled work is
@@ -473,7 +473,7 @@ export class ReplicationSession {
   /**
    * Writes the batch's outcomes, then settles it. Failure outcomes (failed / parked) go on their
    * rows first; then one statement adds every id of the batch to the slot's progress record
-   * (store/progress.ts) — the published ones and the failed ones alike, whose rows now show their
+   * (lifecycle/progress.ts) — the published ones and the failed ones alike, whose rows now show their
    * own status, which wins. On the happy path that is the batch's only statement. An outcome is
    * settled only once it is durable (design.md §3): a row statement that matches fewer rows than
    * it names is not done — the rows may not be visible yet (design.md §7) — and is repeated for

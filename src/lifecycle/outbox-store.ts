@@ -1,6 +1,6 @@
 import type pg from 'pg';
+import { qualified } from '../store/sql-ident.ts';
 import { progressTable, recordProgress } from './progress.ts';
-import { qualified } from './sql-ident.ts';
 
 export interface FailedRow {
   id: string;

@@ -1,18 +1,19 @@
 import type { Config } from '../config/load.ts';
 import { errorMessage } from '../errors.ts';
+import { type BlockedAggregates, hasAggregate } from '../lifecycle/blocked-aggregates.ts';
+import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
+import { parseIdRanges } from '../lifecycle/id-ranges.ts';
+import { rowToEvent, type StoredRow } from '../lifecycle/outbox-row.ts';
+import type { OutboxStore } from '../lifecycle/outbox-store.ts';
+import { readPublished } from '../lifecycle/progress.ts';
+import { pendingRowsBetween } from '../lifecycle/queries.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
+import { backoffDelay, sleep } from '../retry/backoff.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { parseIdRanges } from '../store/id-ranges.ts';
-import { ROW_COLUMNS, rowToEvent, type StoredRow } from '../store/outbox-row.ts';
-import type { OutboxStore } from '../store/outbox-store.ts';
-import { publishedSql } from '../store/progress.ts';
-import { backoffDelay, sleep } from './backoff.ts';
-import { type BlockedAggregates, hasAggregate } from './blocked-aggregates.ts';
-import { failureBackoff, formatError, logOutcome } from './failure-policy.ts';
 
 export interface RecoveryDeps {
   config: Config;
@@ -59,25 +60,18 @@ export async function publishUnrecorded(
 ): Promise<RecoveryResult | null> {
   const route = routeConfigOf(d.config);
   const result: RecoveryResult = { published: 0, failed: 0, parked: 0, firstId: null, lastId: null };
-  const recorded = await d.store.db.query<{ m: string }>(
-    `SELECT ${publishedSql(d.store.progress)}::text AS m`,
-  );
-  for (const [lo, hi] of complement(parseIdRanges(recorded.rows[0]!.m))) {
+  const recorded = await readPublished(d.store.db, d.store.progress);
+  for (const [lo, hi] of complement(parseIdRanges(recorded))) {
     let from = lo;
     for (;;) {
       if (signal.aborted) return null;
-      const rows = await d.store.db.query<StoredRow>(
-        `SELECT ${ROW_COLUMNS} FROM ${d.store.table} AS o
-          WHERE o.id >= $1::bigint AND o.id < $2::bigint AND o.status = 'pending'
-          ORDER BY o.id LIMIT $3`,
-        [from.toString(), hi.toString(), BATCH],
-      );
-      if (rows.rows.length === 0) break;
-      if (!(await settleBatch(d, route, rows.rows, result, signal))) return null;
-      from = BigInt(rows.rows[rows.rows.length - 1]!.id) + 1n;
-      result.firstId ??= rows.rows[0]!.id;
-      result.lastId = rows.rows[rows.rows.length - 1]!.id;
-      if (rows.rows.length < BATCH) break;
+      const rows = await pendingRowsBetween(d.store.db, d.store.table, from, hi, BATCH);
+      if (rows.length === 0) break;
+      if (!(await settleBatch(d, route, rows, result, signal))) return null;
+      from = BigInt(rows[rows.length - 1]!.id) + 1n;
+      result.firstId ??= rows[0]!.id;
+      result.lastId = rows[rows.length - 1]!.id;
+      if (rows.length < BATCH) break;
     }
   }
   return result;

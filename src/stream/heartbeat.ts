@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import { sleep } from './backoff.ts';
+import { sleep } from '../retry/backoff.ts';
 
 /** Prefix of the relay's logical decoding messages. */
 export const HEARTBEAT_PREFIX = 'pg-outbox-relay-heartbeat';

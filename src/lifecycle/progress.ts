@@ -1,6 +1,6 @@
 import type pg from 'pg';
+import { qualified } from '../store/sql-ident.ts';
 import { idRanges } from './id-ranges.ts';
-import { qualified } from './sql-ident.ts';
 
 /**
  * The per-slot progress record (sql/000003_relay_progress.sql): which outbox ids a slot's relay
@@ -74,6 +74,12 @@ export async function recordProgress(
     [slot, ranges],
   );
   return i.rowCount ?? 0;
+}
+
+/** Every slot's published ranges merged, as text ('{[1,5),[7,9)}'): what a lost-slot recovery skips. */
+export async function readPublished(db: pg.Pool | pg.ClientBase, progress: string): Promise<string> {
+  const r = await db.query<{ m: string }>(`SELECT ${publishedSql(progress)}::text AS m`);
+  return r.rows[0]!.m;
 }
 
 /** The slot's record as text ('{[1,5),[7,9)}'); null when the slot has no row. */
@@ -187,7 +193,7 @@ export async function compactProgress(
   return { filled: out?.filled ?? 0, ranges: out?.ranges ?? row.ranges, step: 'fill' };
 }
 
-/** A recovery of the slot's gap (slot-recovery.ts) that was started and not finished; null = none. */
+/** A recovery of the slot's gap (supervisor/slot-recovery.ts) that was started and not finished; null = none. */
 export async function pendingRecovery(
   db: pg.Pool | pg.ClientBase,
   progress: string,
