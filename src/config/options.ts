@@ -307,7 +307,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 5,
     min: 0,
     group: 'Pipeline',
-    doc: 'How long a non-full batch waits for more events while nothing is in flight.',
+    doc: "How long a non-full batch may wait for more events while the stream is busy (the previous batch was at least half full). An idle stream's events are sent at once; batches also fill while one is in flight.",
     commands: RUN,
   },
   {

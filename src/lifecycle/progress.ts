@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
 import { idRanges } from './id-ranges.ts';
@@ -63,9 +64,13 @@ export async function recordProgress(
   ids: readonly string[],
 ): Promise<number> {
   const ranges = idRanges(ids);
+  // A named (prepared) statement: it runs once per batch, and parsing it each time cost more
+  // than running it (PostgreSQL's log: 0.2 ms parse vs 0.07 ms execute).
   const r = await db.query(
-    `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now() WHERE slot_name = $1`,
-    [slot, ranges],
+    named(
+      `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now() WHERE slot_name = $1`,
+      [slot, ranges],
+    ),
   );
   if (r.rowCount === 1) return 1;
   const i = await db.query(
@@ -75,6 +80,21 @@ export async function recordProgress(
   );
   return i.rowCount ?? 0;
 }
+
+/**
+ * A query config with a name derived from its text: pg prepares it once per connection and
+ * reuses it (the same name always means the same text, whatever the table's name).
+ */
+function named(text: string, values: unknown[]): pg.QueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `outbox_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
+}
+
+const statementNames = new Map<string, string>();
 
 /** Every slot's published ranges merged, as text ('{[1,5),[7,9)}'): what a lost-slot recovery skips. */
 export async function readPublished(db: pg.Pool | pg.ClientBase, progress: string): Promise<string> {

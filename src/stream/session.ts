@@ -348,22 +348,41 @@ export class ReplicationSession {
   async #publishLoop(): Promise<void> {
     const c = this.#d.config;
     const signal = this.#abort.signal;
-    let marking: Promise<void> = Promise.resolve();
+    /** Published batches whose outcomes wait for the recorder, in stream order. */
+    const published: { batch: Pending[]; outcomes: Outcome[] }[] = [];
+    let recorder: Promise<void> | null = null;
+    // Records while the next batches are published; settles only once the record is durable.
+    // Batches published meanwhile are recorded together: one progress statement for all of them.
+    const record = async (): Promise<void> => {
+      // Also when aborted: #recordAndSettle then writes nothing but gives up the batch's decisions.
+      while (published.length > 0) {
+        const ready = published.splice(0, published.length);
+        const batch = ready.length === 1 ? ready[0]!.batch : ready.flatMap((r) => r.batch);
+        const outcomes = ready.length === 1 ? ready[0]!.outcomes : ready.flatMap((r) => r.outcomes);
+        await this.#recordAndSettle(batch, outcomes, signal);
+      }
+      recorder = null;
+    };
+    let busy = false;
     while (!signal.aborted) {
       if (this.#queue.length === 0) await this.#queue.wait(1, 1000, signal);
       if (signal.aborted) break;
       if (this.#queue.length === 0) continue;
-      // Linger for a fuller batch, unless reading is paused (then no more will come until this one settles).
-      if (c.lingerMs > 0 && !this.#paused) await this.#queue.wait(c.batchSize, c.lingerMs, signal);
+      // Adaptive linger: an idle stream's events go out at once (a lone commit is not held back
+      // for lingerMs); while the stream is busy — the last batch was at least half full — wait up
+      // to lingerMs for a full one. Never while reading is paused (nothing more comes until this
+      // one settles). Batches also fill by themselves while one is in flight.
+      if (busy && c.lingerMs > 0 && !this.#paused) await this.#queue.wait(c.batchSize, c.lingerMs, signal);
       const batch = this.#queue.take(c.batchSize, c.batchBytes);
       if (batch.length === 0) continue;
+      busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
       const outcomes = await this.#publish(batch, signal);
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
-      // Record while the next batch is published; settle only once the record is durable.
-      marking = marking.then(() => this.#recordAndSettle(batch, outcomes, signal));
+      published.push({ batch, outcomes });
+      recorder ??= record();
     }
-    await marking;
+    await recorder;
   }
 
   /**
@@ -631,6 +650,12 @@ interface OutcomeWrite<R extends StreamedRow> {
   write(rows: R[]): Promise<number>;
   /** For a row PostgreSQL refuses this outcome for good (54000): record it otherwise, with `why`. */
   unrecordable?(rows: R[], why: string): Promise<number>;
+}
+
+function batchBytes(batch: readonly Pending[]): number {
+  let n = 0;
+  for (const p of batch) n += p.message.bytes;
+  return n;
 }
 
 /** SQLSTATE 54000: e.g. "index row requires 24040 bytes, maximum size is 8191". */
