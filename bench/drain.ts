@@ -106,6 +106,7 @@ async function main() {
 
     // 1. Bulk drains.
     const recvBulk = await drainRecvlogical(server, ctx, 'b_recv', endBulk, PUBLICATION);
+    report.note(`pg_recvlogical ${recvBulk.options.join(' ')} (the relay's pgoutput options)`);
     await dropSlot(db, 'b_recv');
     const stdoutBulk = await drainRelay(server.url, ctx, 'b_stdout', endBulk, ['--sink', 'stdout']);
     await dropSlot(db, 'b_stdout');

@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { ThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
+import { binaryPossible, pgoutputOptions } from '../src/replication/connection.ts';
 import { type PgCpu, PgCpuSampler } from './pg-cpu.ts';
 import type { PgContext } from './relay.ts';
 
@@ -11,7 +12,14 @@ export async function drainRecvlogical(
   slot: string,
   endLsn: string,
   publication: string,
-): Promise<{ seconds: number; pg: PgCpu }> {
+): Promise<{ seconds: number; pg: PgCpu; options: string[] }> {
+  // The relay's pgoutput options (binary values when the relay would ask for them), so that the
+  // physical limit decodes what the relay's walsender decodes.
+  const binary = await binaryPossible(ctx.db, publication);
+  const options = pgoutputOptions({ publication, binary }).flatMap(([name, value]) => [
+    '-o',
+    `${name}=${value}`,
+  ]);
   const sampler = new PgCpuSampler(ctx.postmaster, ctx.exclude, true);
   sampler.start();
   const t0 = performance.now();
@@ -20,7 +28,8 @@ export async function drainRecvlogical(
       join(server.binDir, 'pg_recvlogical'),
       [
         ...['-d', server.url, '--slot', slot, '--start', '--endpos', endLsn, '--no-loop'],
-        ...['-o', 'proto_version=1', '-o', `publication_names=${publication}`, '-f', '/dev/null'],
+        ...options,
+        ...['-f', '/dev/null'],
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -32,5 +41,5 @@ export async function drainRecvlogical(
   });
   const seconds = (performance.now() - t0) / 1000;
   // Every walsender of the run is pg_recvlogical's.
-  return { seconds, pg: sampler.stop() };
+  return { seconds, pg: sampler.stop(), options };
 }

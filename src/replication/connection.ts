@@ -1,5 +1,7 @@
 import pg from 'pg';
 import { ident } from '../store/sql-ident.ts';
+import { BINARY_READABLE_TYPES } from './binary-values.ts';
+import { READ_COLUMNS } from './decoder.ts';
 import { type Lsn, readLsn } from './lsn.ts';
 
 /** Copy-both sub-message tags (protocol-replication.html). */
@@ -18,6 +20,57 @@ export interface StreamHandlers {
   onData(walStart: Lsn, data: Buffer): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
+}
+
+/** pgoutput's `binary` option (values in their types' binary send formats) exists from PostgreSQL 14 on. */
+export const PGOUTPUT_BINARY_SINCE = 140_000;
+
+/**
+ * pgoutput's options, as name/value pairs (START_REPLICATION's and pg_recvlogical's -o alike).
+ * Binary values cost the walsender and the relay less per row than their text (a 500-byte bytea
+ * is 500 bytes, not 1,000 hex characters; a timestamptz is 8 bytes, not a string to parse).
+ */
+export function pgoutputOptions(o: {
+  publication: string;
+  messages?: boolean;
+  binary: boolean;
+}): [string, string][] {
+  const options: [string, string][] = [
+    ['proto_version', '1'],
+    ['publication_names', o.publication],
+  ];
+  if (o.messages) options.push(['messages', 'true']);
+  if (o.binary) options.push(['binary', 'true']);
+  return options;
+}
+
+/**
+ * Binary values only from PostgreSQL 14 on, and only while every outbox column the relay reads
+ * has a type whose binary format the decoder reads (binary-values.ts): a hand-made table with,
+ * say, an aggregate_id of another type keeps text values, which pg's parsers read whatever the
+ * type. Runs on the replication connection too (plain SQL, simple protocol: no parameters). If
+ * the query fails, text: a connection that is gone fails START_REPLICATION with its own error.
+ */
+export async function binaryPossible(client: pg.ClientBase, publication: string): Promise<boolean> {
+  const columns = READ_COLUMNS.map((c) => pg.escapeLiteral(c)).join(', ');
+  const result = await client
+    .query<{ version: number; types: number[] }>(
+      `SELECT current_setting('server_version_num')::int AS version,
+         ARRAY(SELECT DISTINCT a.atttypid::int
+           FROM pg_publication_tables t
+           JOIN pg_namespace n ON n.nspname = t.schemaname
+           JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+           JOIN pg_attribute a ON a.attrelid = c.oid
+          WHERE t.pubname = ${pg.escapeLiteral(publication)} AND a.attnum > 0 AND NOT a.attisdropped
+            AND a.attname IN (${columns})) AS types`,
+    )
+    .catch(() => null);
+  const r = result?.rows[0];
+  return (
+    r !== undefined &&
+    r.version >= PGOUTPUT_BINARY_SINCE &&
+    r.types.every((t) => BINARY_READABLE_TYPES.has(t))
+  );
 }
 
 export interface StartOptions {
@@ -39,6 +92,11 @@ export class ReplicationConnection {
   readonly #client: pg.Client;
   #lastStatusAt = 0;
   #closed = false;
+  #binary = false;
+  /** START_REPLICATION is sent: status updates may go out (before it, the server would refuse a CopyData). */
+  #started = false;
+  /** A status update asked for before START_REPLICATION was sent: sent right after it. */
+  #deferredStatus: [Lsn, Lsn, boolean] | null = null;
 
   private constructor(client: pg.Client) {
     this.#client = client;
@@ -65,8 +123,14 @@ export class ReplicationConnection {
     return (this.#client as any).connection;
   }
 
+  /** Whether the stream asked for binary values (decided by stream()). */
+  get binary(): boolean {
+    return this.#binary;
+  }
+
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
+    this.#binary = await binaryPossible(this.#client, opts.publication);
     const connection = this.#connection;
     connection.on('copyData', ({ chunk }: { chunk: Buffer }) => {
       const tag = chunk[0];
@@ -76,12 +140,17 @@ export class ReplicationConnection {
         handlers.onKeepalive(readLsn(chunk, 1), chunk[17] === 1);
       }
     });
-    const options = [`proto_version '1'`, `publication_names ${pg.escapeLiteral(opts.publication)}`];
-    if (opts.messages) options.push(`messages 'true'`);
+    const options = pgoutputOptions({ ...opts, binary: this.#binary })
+      .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
+      .join(', ');
     // 0/0: the server starts from the slot's confirmed_flush_lsn (never from a position we only saw).
-    await this.#client.query(
-      `START_REPLICATION SLOT ${ident(opts.slot)} LOGICAL 0/0 (${options.join(', ')})`,
-    );
+    const started = this.#client.query(`START_REPLICATION SLOT ${ident(opts.slot)} LOGICAL 0/0 (${options})`);
+    // The client was idle: START_REPLICATION is on the wire, status updates may follow it.
+    this.#started = true;
+    const deferred = this.#deferredStatus;
+    this.#deferredStatus = null;
+    if (deferred) this.sendStatus(...deferred);
+    await started;
   }
 
   /**
@@ -90,6 +159,10 @@ export class ReplicationConnection {
    */
   sendStatus(received: Lsn, flushed: Lsn, replyRequested = false): void {
     if (this.#closed) return;
+    if (!this.#started) {
+      this.#deferredStatus = [received, flushed, replyRequested];
+      return;
+    }
     const msg = Buffer.allocUnsafe(34);
     msg[0] = STANDBY_STATUS;
     msg.writeBigUInt64BE(received > flushed ? received : flushed, 1);

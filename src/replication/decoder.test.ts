@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { PgoutputPlugin } from 'pg-logical-replication';
 import { describe, expect, it } from 'vitest';
-import { OutboxDecoder, readOutboxInsert } from './decoder.ts';
+import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert } from './decoder.ts';
 
 /** pgoutput BEGIN (protocol 1): final LSN, commit time, xid. */
 function begin(xid: number): Buffer {
@@ -31,13 +31,24 @@ function relation(oid: number, schema: string, table: string, columns: [string, 
   return Buffer.concat(parts);
 }
 
-/** pgoutput INSERT (protocol 1); a value is text bytes, or null. */
-function insert(oid: number, values: (Buffer | string | null)[]): Buffer {
+/** A value in binary format ('b'). */
+class Binary {
+  readonly bytes: Buffer;
+  constructor(bytes: Buffer) {
+    this.bytes = bytes;
+  }
+}
+
+type Value = Buffer | string | Binary | null;
+
+/** pgoutput INSERT (protocol 1); a value is text bytes, binary bytes, or null. */
+function insert(oid: number, values: Value[]): Buffer {
   const n = Buffer.alloc(2);
   n.writeInt16BE(values.length);
   const parts: Buffer[] = [Buffer.from([0x49]), int32(oid), Buffer.from([0x4e]), n];
   for (const v of values) {
     if (v === null) parts.push(Buffer.from([0x6e]));
+    else if (v instanceof Binary) parts.push(Buffer.from([0x62]), int32(v.bytes.length), v.bytes);
     else {
       const b = Buffer.isBuffer(v) ? v : Buffer.from(v, 'utf8');
       parts.push(Buffer.from([0x74]), int32(b.length), b);
@@ -71,8 +82,8 @@ const OUTBOX_COLUMNS: [string, number][] = [
   ['attempts', 23],
 ];
 
-function row(over: Partial<Record<string, Buffer | string | null>> = {}): (Buffer | string | null)[] {
-  const base: Record<string, Buffer | string | null> = {
+function row(over: Partial<Record<string, Value>> = {}): Value[] {
+  const base: Record<string, Value> = {
     id: '9007199254740993',
     event_id: '0190f0a4-1c2b-7d3e-8f40-5a6b7c8d9e0f',
     aggregate_type: 'Order',
@@ -89,16 +100,21 @@ function row(over: Partial<Record<string, Buffer | string | null>> = {}): (Buffe
   return OUTBOX_COLUMNS.map(([name]) => (name in over ? over[name]! : base[name]!));
 }
 
+const columns = outboxRelation(
+  OUTBOX_COLUMNS.map(([n, t]) => ({ name: n, typeOid: t, parser: pg.types.getTypeParser(t) })),
+);
+
 describe('OutboxDecoder: INSERTs into the outbox table', () => {
-  /** The library's reading of the same message, as the decoder did before its own INSERT path. */
+  /** The library's reading of the same text message (the columns the relay reads), as the decoder did before its own INSERT path. */
   function viaLibrary(rel: Buffer, ins: Buffer): unknown {
     const parser = new PgoutputPlugin({ protoVersion: 1, publicationNames: [] });
     parser.parse(rel);
     // biome-ignore lint/suspicious/noExplicitAny: the parser's message union is loosely typed.
-    return (parser.parse(ins) as any).new;
+    const all = (parser.parse(ins) as any).new;
+    return Object.fromEntries(READ_COLUMNS.map((c) => [c, all[c]]));
   }
 
-  const cases: [string, Partial<Record<string, Buffer | string | null>>][] = [
+  const cases: [string, Partial<Record<string, Value>>][] = [
     ['a plain row', {}],
     ['NULLs everywhere', Object.fromEntries(OUTBOX_COLUMNS.map(([n]) => [n, null]))],
     ['an empty bytea and empty strings', { payload: '\\x', aggregate_id: '', event_type: '' }],
@@ -121,11 +137,6 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
       const ins = insert(16390, row(over));
       const d = new OutboxDecoder('public', 'outbox');
       expect(d.decode(rel)).toEqual({ kind: 'ignored' });
-      const columns = OUTBOX_COLUMNS.map(([n, t]) => ({
-        name: n,
-        typeOid: t,
-        parser: pg.types.getTypeParser(t),
-      }));
       const fast = readOutboxInsert(ins, columns);
       expect(fast).not.toBeNull();
       expect(fast).toEqual(viaLibrary(rel, ins));
@@ -137,25 +148,44 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
     });
   }
 
-  it('leaves a leading BOM, binary values and malformed messages to the library', () => {
+  it('drops a leading BOM as the library does; refuses malformed messages', () => {
     const rel = relation(16390, 'public', 'outbox', OUTBOX_COLUMNS);
-    const columns = OUTBOX_COLUMNS.map(([n, t]) => ({
-      name: n,
-      typeOid: t,
-      parser: pg.types.getTypeParser(t),
-    }));
     const bom = insert(16390, row({ aggregate_id: '\uFEFForder-1' }));
-    expect(readOutboxInsert(bom, columns)).toBeNull();
+    expect(readOutboxInsert(bom, columns)).toEqual(viaLibrary(rel, bom));
+    expect(readOutboxInsert(bom, columns)?.aggregate_id).toBe('order-1'); // TextDecoder drops the BOM
+    expect(readOutboxInsert(insert(16390, row()).subarray(0, 40), columns)).toBeNull();
+    expect(readOutboxInsert(insert(16390, row().slice(1)), columns)).toBeNull();
+    const unknownKind = insert(16390, row());
+    unknownKind[8] = 0x75; // 'u': an unchanged TOAST value, never in an INSERT
+    expect(readOutboxInsert(unknownKind, columns)).toBeNull();
     const d = new OutboxDecoder('public', 'outbox');
     d.decode(rel);
-    const viaDecoder = d.decode(bom);
-    expect(viaDecoder.kind === 'event' && viaDecoder.event.aggregateId).toBe('order-1'); // TextDecoder drops the BOM
-    const short = insert(16390, row()).subarray(0, 40);
-    expect(readOutboxInsert(short, columns)).toBeNull();
-    const binary = insert(16390, row());
-    binary[8] = 0x62; // 'b'
-    expect(readOutboxInsert(binary, columns)).toBeNull();
-    expect(readOutboxInsert(insert(16390, row().slice(1)), columns)).toBeNull();
+    expect(() => d.decode(unknownKind)).toThrow(/malformed pgoutput INSERT into public.outbox/);
+  });
+
+  it('reads binary values ("b") into what the text path gives; other columns are not read', () => {
+    const id = Buffer.alloc(8);
+    id.writeBigInt64BE(9007199254740993n);
+    const created = Buffer.alloc(8);
+    created.writeBigInt64BE(
+      BigInt(Date.UTC(2026, 10, 23, 1, 37, 3) - Date.UTC(2000, 0, 1)) * 1000n + 123456n,
+    );
+    const binary = row({
+      id: new Binary(id),
+      event_id: new Binary(Buffer.from('0190f0a41c2b7d3e8f405a6b7c8d9e0f', 'hex')),
+      aggregate_id: new Binary(Buffer.from('zé€😀', 'utf8')),
+      payload: new Binary(Buffer.from('{"total":12.5} é', 'utf8')),
+      headers: new Binary(Buffer.concat([Buffer.from([1]), Buffer.from('{"source": "shop", "n": 1}')])),
+      created_at: new Binary(created),
+      status: new Binary(Buffer.from([0xff])), // not read: never decoded
+    });
+    const text = row({ aggregate_id: 'zé€😀' });
+    const message = insert(16390, binary);
+    const fast = readOutboxInsert(message, columns);
+    expect(fast).toEqual(readOutboxInsert(insert(16390, text), columns));
+    // A copy: the stream's buffer is reused for the next message.
+    message.fill(0);
+    expect(fast?.payload?.toString('utf8')).toBe('{"total":12.5} é');
   });
 
   it('reads only the outbox table itself; a relation re-sent under another name stops the fast path', () => {

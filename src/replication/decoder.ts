@@ -1,6 +1,7 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
 import { type OutboxRow, rowToEvent } from '../lifecycle/outbox-row.ts';
 import type { OutboxEvent } from '../route/event.ts';
+import { readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */
@@ -13,9 +14,10 @@ export type Decoded =
   | { kind: 'ignored' };
 
 /**
- * Turns pgoutput messages into outbox events, using pg-logical-replication's parser
- * (text-format tuples, parsed with pg's type parsers: bytea → Buffer, jsonb → object).
- * INSERTs into the outbox table, the bulk of the stream, are read by readOutboxInsert below.
+ * Turns pgoutput messages into outbox events. Row changes are read here (readOutboxInsert), in
+ * text or binary format; pg-logical-replication's parser reads the rest (BEGIN, COMMIT, RELATION
+ * with pg's text parser per column type, logical messages). It never sees a row: it would hand a
+ * binary value on as a view of the reused message buffer.
  */
 export class OutboxDecoder {
   // Only the plugin's parser is used; the stream is driven by ReplicationConnection.
@@ -23,7 +25,9 @@ export class OutboxDecoder {
   readonly #schema: string;
   readonly #table: string;
   /** The outbox table's relation (from the last RELATION message that named it), by relation OID. */
-  readonly #outbox = new Map<number, OutboxColumn[]>();
+  readonly #outbox = new Map<number, OutboxRelation>();
+  /** Every other relation's qualified name, by relation OID. */
+  readonly #others = new Map<number, string>();
   #commitLsn: Lsn = 0n;
   #commitTimeMs = 0;
   #xid = 0;
@@ -34,15 +38,8 @@ export class OutboxDecoder {
   }
 
   decode(data: Buffer): Decoded {
-    if (data[0] === INSERT) {
-      const columns = this.#outbox.get(data.readInt32BE(1));
-      if (columns) {
-        const row = readOutboxInsert(data, columns);
-        // rowToEvent never throws: a row's values are judged later, per event (route/row-check.ts).
-        if (row)
-          return { kind: 'event', event: rowToEvent(row, this.#commitLsn, this.#commitTimeMs, this.#xid) };
-      }
-    }
+    const tag = data[0];
+    if (tag === INSERT || tag === UPDATE || tag === DELETE) return this.#change(tag, data);
     // biome-ignore lint/suspicious/noExplicitAny: the parser's message union is loosely typed.
     const msg: any = this.#parser.parse(data);
     switch (msg.tag) {
@@ -61,20 +58,14 @@ export class OutboxDecoder {
         return { kind: 'commit', endLsn: parseLsn(msg.commitEndLsn) };
       case 'relation':
         // A relation's OID can be reused after a DROP; a newer RELATION message always wins.
-        if (msg.schema === this.#schema && msg.name === this.#table)
-          this.#outbox.set(msg.relationOid, msg.columns);
-        else this.#outbox.delete(msg.relationOid);
-        return { kind: 'ignored' };
-      case 'insert': {
-        if (msg.relation.schema !== this.#schema || msg.relation.name !== this.#table) {
-          return { kind: 'other-table', table: `${msg.relation.schema}.${msg.relation.name}` };
+        if (msg.schema === this.#schema && msg.name === this.#table) {
+          this.#outbox.set(msg.relationOid, outboxRelation(msg.columns));
+          this.#others.delete(msg.relationOid);
+        } else {
+          this.#outbox.delete(msg.relationOid);
+          this.#others.set(msg.relationOid, `${msg.schema}.${msg.name}`);
         }
-        // rowToEvent never throws: a row's values are judged later, per event (route/row-check.ts).
-        return {
-          kind: 'event',
-          event: rowToEvent(msg.new as OutboxRow, this.#commitLsn, this.#commitTimeMs, this.#xid),
-        };
-      }
+        return { kind: 'ignored' };
       case 'message':
         return {
           kind: 'message',
@@ -87,60 +78,126 @@ export class OutboxDecoder {
         return { kind: 'ignored' };
     }
   }
+
+  /** INSERT, UPDATE, DELETE (protocol 1: tag, relation OID, tuples). The publication sends inserts only. */
+  #change(tag: number, data: Buffer): Decoded {
+    if (tag !== INSERT) return { kind: 'ignored' };
+    const oid = data.length >= 5 ? data.readInt32BE(1) : 0;
+    const outbox = this.#outbox.get(oid);
+    if (outbox) {
+      const row = readOutboxInsert(data, outbox);
+      if (!row) throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
+      // rowToEvent never throws: a row's values are judged later, per event (route/row-check.ts).
+      return { kind: 'event', event: rowToEvent(row, this.#commitLsn, this.#commitTimeMs, this.#xid) };
+    }
+    const other = this.#others.get(oid);
+    if (other === undefined)
+      throw new Error(`pgoutput INSERT into relation ${oid} before its RELATION message`);
+    return { kind: 'other-table', table: other };
+  }
 }
 
 const INSERT = 0x49; // 'I'
+const UPDATE = 0x55; // 'U'
+const DELETE = 0x44; // 'D'
 const NEW_TUPLE = 0x4e; // 'N'
 const TEXT = 0x74; // 't'
+const BINARY = 0x62; // 'b'
 const NULL = 0x6e; // 'n'
 const BYTEA = 17;
 const BACKSLASH = 0x5c;
 const LOWER_X = 0x78;
 
+/**
+ * The outbox columns the relay reads (what rowToEvent uses), each with its slot in readOutboxInsert's
+ * values; a tuple's other columns (status, attempts, columns a user added) are skipped unread.
+ */
+const FIELD: Readonly<Record<keyof OutboxRow, number>> = {
+  id: 0,
+  event_id: 1,
+  aggregate_type: 2,
+  aggregate_id: 3,
+  event_type: 4,
+  payload: 5,
+  content_type: 6,
+  headers: 7,
+  traceparent: 8,
+  created_at: 9,
+};
+export const READ_COLUMNS = Object.keys(FIELD) as readonly (keyof OutboxRow)[];
+
 /** A column of a RELATION message, as pg-logical-replication reads it (with pg's text parser for its type). */
-interface OutboxColumn {
+export interface RelationColumn {
   name: string;
   typeOid: number;
-  parser: (text: string) => unknown;
+  parser: TextParser;
+}
+
+/** The outbox table's columns, in tuple order, as readOutboxInsert reads them. */
+export interface OutboxRelation {
+  /** The column's FIELD slot, or -1: not read. */
+  field: readonly number[];
+  typeOid: readonly number[];
+  parser: readonly TextParser[];
+}
+
+export function outboxRelation(columns: readonly RelationColumn[]): OutboxRelation {
+  return {
+    field: columns.map((c) => (Object.hasOwn(FIELD, c.name) ? FIELD[c.name as keyof OutboxRow] : -1)),
+    typeOid: columns.map((c) => c.typeOid),
+    parser: columns.map((c) => c.parser),
+  };
 }
 
 /**
  * An INSERT (protocol 1: 'I', relation OID, 'N', tuple) into the outbox table, read straight from
- * the message: each text value is parsed by the same pg type parser pg-logical-replication would
- * use, without a TextDecoder pass and a Buffer view per column, and a bytea in hex format (the
- * 500-byte payload arrives as 1,000 hex characters) is hex-decoded without going through a
- * UTF-8 string. null for anything else (binary or unchanged-TOAST values, a column count that
- * does not match the relation, a short message): pg-logical-replication's parser then reads it.
+ * the message. Only the columns the relay reads are decoded. A text value ('t') is parsed by the
+ * same pg type parser pg-logical-replication would use, without a TextDecoder pass and a Buffer
+ * view per column; a bytea in hex format is hex-decoded without going through a UTF-8 string. A
+ * binary value ('b', pgoutput's binary mode) is read by its type's binary reader into the same
+ * value (binary-values.ts); a bytea is copied as is. null for a malformed message (a column count
+ * that does not match the relation, an unknown value kind, a short message).
  */
-export function readOutboxInsert(data: Buffer, columns: readonly OutboxColumn[]): OutboxRow | null {
+export function readOutboxInsert(data: Buffer, rel: OutboxRelation): OutboxRow | null {
   if (data.length < 8 || data[5] !== NEW_TUPLE) return null;
   const n = data.readInt16BE(6);
-  if (n !== columns.length) return null;
-  const row: Record<string, unknown> = Object.create(null);
+  if (n !== rel.field.length) return null;
+  const v: unknown[] = new Array(READ_COLUMNS.length);
   let p = 8;
   for (let i = 0; i < n; i++) {
     const kind = data[p];
-    const column = columns[i]!;
+    const f = rel.field[i]!;
     if (kind === NULL) {
-      row[column.name] = null;
+      if (f >= 0) v[f] = null;
       p += 1;
       continue;
     }
-    if (kind !== TEXT || p + 5 > data.length) return null;
+    if ((kind !== TEXT && kind !== BINARY) || p + 5 > data.length) return null;
     const len = data.readInt32BE(p + 1);
     const start = p + 5;
     const end = start + len;
     if (len < 0 || end > data.length) return null;
-    if (column.typeOid === BYTEA && len >= 2 && data[start] === BACKSLASH && data[start + 1] === LOWER_X) {
-      // pg's bytea parser: Buffer.from(text.slice(2), 'hex'); hex digits are ASCII, so latin1 is the same text.
-      row[column.name] = Buffer.from(data.toString('latin1', start + 2, end), 'hex');
-    } else {
-      // A leading BOM: TextDecoder (the library's path) drops it, Buffer's UTF-8 keeps it.
-      if (len >= 3 && data[start] === 0xef && data[start + 1] === 0xbb && data[start + 2] === 0xbf)
-        return null;
-      row[column.name] = column.parser(data.toString('utf8', start, end));
-    }
     p = end;
+    if (f < 0) continue;
+    const typeOid = rel.typeOid[i]!;
+    if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!);
+    else if (typeOid === BYTEA && len >= 2 && data[start] === BACKSLASH && data[start + 1] === LOWER_X) {
+      // pg's bytea parser: Buffer.from(text.slice(2), 'hex'); hex digits are ASCII, so latin1 is the same text.
+      v[f] = Buffer.from(data.toString('latin1', start + 2, end), 'hex');
+    } else v[f] = rel.parser[i]!(utf8Text(data, start, end));
   }
-  return p === data.length ? (row as unknown as OutboxRow) : null;
+  if (p !== data.length) return null;
+  // One object shape for every row (the slots are FIELD's); a column the table lacks stays undefined.
+  return {
+    id: v[0],
+    event_id: v[1],
+    aggregate_type: v[2],
+    aggregate_id: v[3],
+    event_type: v[4],
+    payload: v[5],
+    content_type: v[6],
+    headers: v[7],
+    traceparent: v[8],
+    created_at: v[9],
+  } as OutboxRow;
 }

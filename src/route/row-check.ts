@@ -19,6 +19,20 @@ import type { OutboxEvent } from './event.ts';
  */
 export const MAX_KEY_BYTES = 2048;
 
+/**
+ * A value pgoutput sent in its type's binary send format for a type the relay has no binary
+ * reader for (replication/binary-values.ts). The relay asks for binary values only when the
+ * outbox columns it reads all have readable types; this appears when a column's type changed
+ * after the relay started streaming: the row fails here, naming the column.
+ */
+export class UnreadableValue {
+  readonly typeOid: number;
+
+  constructor(typeOid: number) {
+    this.typeOid = typeOid;
+  }
+}
+
 /** The way out for one bad row (docs/operator-cli.md). */
 const FIX_ROW =
   'correct the row (UPDATE … WHERE id = <id>) and `outbox-relay events resend <id>`, or `outbox-relay events discard <id>`';
@@ -62,7 +76,12 @@ export function checkEvent(e: OutboxEvent): string | null {
 
 function checkHeaders(headers: unknown): string | null {
   const fix = `Fix: ${FIX_ROW} (headers: a JSON object of string values, docs/outbox-table.md)`;
-  if (headers === null || typeof headers !== 'object' || Array.isArray(headers))
+  if (
+    headers === null ||
+    typeof headers !== 'object' ||
+    Array.isArray(headers) ||
+    headers instanceof UnreadableValue
+  )
     return `headers is ${describe(headers)}, not a JSON object. ${fix}`;
   for (const [name, value] of Object.entries(headers)) {
     if (typeof value !== 'string')
@@ -77,6 +96,8 @@ function describe(v: unknown): string {
   if (v === undefined) return 'missing';
   if (Array.isArray(v)) return 'an array';
   if (v instanceof Date) return 'an invalid timestamp';
+  if (v instanceof UnreadableValue)
+    return `a value of type OID ${v.typeOid} in binary format, which the relay does not read`;
   if (Buffer.isBuffer(v)) return 'bytes';
   if (typeof v === 'object') return 'an object';
   if (typeof v === 'string') return `the string ${quote(v)}`;

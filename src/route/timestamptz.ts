@@ -94,9 +94,39 @@ function withMicros(parse: (text: string) => unknown): (text: string) => unknown
   };
 }
 
+/** The parser keepTimestampMicroseconds installed, if it did. */
+let installed: ((text: string) => unknown) | null = null;
+
 /** Installs the parser for timestamptz text values (the CLI does, at start; stream tuples and queries alike). */
 export function keepTimestampMicroseconds(): void {
   const TIMESTAMPTZ = pg.types.builtins.TIMESTAMPTZ;
   const fallback = withMicros(pg.types.getTypeParser(TIMESTAMPTZ, 'text') as (text: string) => unknown);
-  pg.types.setTypeParser(TIMESTAMPTZ, 'text', (text: string) => parseIsoTimestamptz(text) ?? fallback(text));
+  installed = (text: string) => parseIsoTimestamptz(text) ?? fallback(text);
+  pg.types.setTypeParser(TIMESTAMPTZ, 'text', installed);
+}
+
+/** Whether `parse` is the parser keepTimestampMicroseconds installed (then timestamptzFromBinary reads as it does). */
+export function isMicrosecondParser(parse: unknown): boolean {
+  return parse === installed && installed !== null;
+}
+
+/** Milliseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
+const PG_EPOCH_MS = 946_684_800_000;
+
+/**
+ * A timestamptz in its binary send format (pgoutput's binary mode): int64 microseconds since
+ * 2000-01-01 UTC at `at`. The same value the installed parser gives for the text of that instant:
+ * a Date carrying its microseconds, Infinity/-Infinity for infinity/-infinity, an invalid Date
+ * beyond the years a Date can hold. Read as two 32-bit halves: the microseconds do not fit a
+ * double's 53 bits beyond ±285 years of 2000, the milliseconds do (for every year a Date holds).
+ */
+export function timestamptzFromBinary(data: Buffer, at: number): Date | number {
+  const hi = data.readInt32BE(at);
+  const lo = data.readUInt32BE(at + 4);
+  if (hi === 0x7fff_ffff && lo === 0xffff_ffff) return Number.POSITIVE_INFINITY;
+  if (hi === -0x8000_0000 && lo === 0) return Number.NEGATIVE_INFINITY;
+  // µs = hi·2^32 + lo = 1000·(hi·4294967) + (hi·296 + lo), since 2^32 = 1000·4294967 + 296.
+  const rest = hi * 296 + lo;
+  const restMs = Math.floor(rest / 1000);
+  return new MicrosecondDate(PG_EPOCH_MS + hi * 4_294_967 + restMs, rest - restMs * 1000);
 }
