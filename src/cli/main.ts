@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: V8's heap settings, before any other module runs (heap-tuning.ts says why).
+import './heap-tuning.ts';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { COMMAND_SUMMARY, COMPLETION_HELP, CONFIG_HELP, commandHelp, USAGE } from '../config/help.ts';
