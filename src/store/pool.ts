@@ -8,12 +8,23 @@ import pg from 'pg';
  * pg_terminate_backend) is an unhandled 'error' event and the process dies. Every client gets a
  * permanent listener instead: the error surfaces as the rejection of the next query, which the
  * callers already retry with back-off.
+ *
+ * And a statement never outlives its relay: with client_connection_check_interval (PostgreSQL
+ * 14+) the server notices within a second that the client is gone and cancels what it was
+ * running. Without it, a relay killed while its outcome UPDATE waited on a row lock left the
+ * statement to run when the lock went — possibly after a restarted relay had published the row,
+ * marking it 'failed' behind its back (found by test/integration/crash-points.test.ts).
  */
 export function createPool(config: pg.PoolConfig): pg.Pool {
   const pool = new pg.Pool(config);
   pool.on('error', () => {}); // an idle client's error: the next checkout gets a new connection
   pool.on('connect', (client) => {
     client.on('error', () => {});
+    // Queued before the client's first query; a server without the setting (13) skips it.
+    client.query(CHECK_CONNECTION).catch(() => {});
   });
   return pool;
 }
+
+const CHECK_CONNECTION = `SELECT set_config('client_connection_check_interval', '1000', false)
+  WHERE current_setting('server_version_num')::int >= 140000`;

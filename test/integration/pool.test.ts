@@ -31,4 +31,53 @@ describe('createPool', () => {
       await pool.end();
     }
   });
+
+  it('a statement waiting on a lock when its client vanishes is cancelled, not run later (client_connection_check_interval)', async () => {
+    await db.query('CREATE TABLE IF NOT EXISTS pool_orphan (id int PRIMARY KEY, v int NOT NULL)');
+    await db.query('INSERT INTO pool_orphan VALUES (1, 0) ON CONFLICT (id) DO UPDATE SET v = 0');
+    const holder = await db.pool.connect();
+    const pool = createPool({ connectionString: db.url, max: 1 });
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM pool_orphan WHERE id = 1 FOR UPDATE');
+      const client = await pool.connect();
+      const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      void client.query('UPDATE pool_orphan SET v = v + 1 WHERE id = 1').catch(() => {});
+      await waitFor(async () => {
+        const r = await db.query<{ w: string | null }>(
+          'SELECT wait_event_type AS w FROM pg_stat_activity WHERE pid = $1',
+          [pid],
+        );
+        return r[0]?.w === 'Lock';
+      });
+      // The relay dies (kill -9): its socket closes, nothing more is sent.
+      // biome-ignore lint/suspicious/noExplicitAny: pg's Connection is untyped.
+      (client as any).connection.stream.destroy();
+      client.release(true);
+      // The server notices within client_connection_check_interval (1 s) and ends the backend.
+      await waitFor(async () => {
+        const r = await db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1',
+          [pid],
+        );
+        return r[0]!.n === 0;
+      });
+      await holder.query('COMMIT');
+      // The UPDATE never ran: without the setting it would run now that the lock is gone.
+      expect((await db.query<{ v: number }>('SELECT v FROM pool_orphan WHERE id = 1'))[0]!.v).toBe(0);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+      // Its one client's socket is gone: end() would wait for it for ever.
+      await Promise.race([pool.end(), new Promise((r) => setTimeout(r, 500))]);
+    }
+  });
 });
+
+async function waitFor(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
