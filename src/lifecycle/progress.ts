@@ -96,6 +96,32 @@ function named(text: string, values: unknown[]): pg.QueryConfig {
 
 const statementNames = new Map<string, string>();
 
+/** At most this many ids of rows holding an unrecorded outcome are loaded per session. */
+const MAX_OUTCOMES_ON_ROWS = 10_000;
+
+/**
+ * Ids of rows whose failure outcome (failed, dead, parked) is on the row but not in the slot's
+ * progress record — the crash window between the two statements (session.ts writes the row
+ * first). The stream skips them when it sends them again: the sweeper owns them, as it would
+ * had the record been written. Newest first, bounded (the window is one batch; older such rows
+ * come from relays that marked rows before the progress record).
+ */
+export async function outcomesOnRows(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  progress: string,
+  slot: string,
+): Promise<Set<string>> {
+  const r = await db.query<{ id: string }>(
+    `SELECT o.id::text AS id FROM ${table} AS o
+      WHERE o.status IN ('failed', 'dead', 'parked')
+        AND NOT EXISTS (SELECT 1 FROM ${progress} AS p WHERE p.slot_name = $1 AND p.published @> o.id)
+      ORDER BY o.id DESC LIMIT ${MAX_OUTCOMES_ON_ROWS}`,
+    [slot],
+  );
+  return new Set(r.rows.map((x) => x.id));
+}
+
 /** Every slot's published ranges merged, as text ('{[1,5),[7,9)}'): what a lost-slot recovery skips. */
 export async function readPublished(db: pg.Pool | pg.ClientBase, progress: string): Promise<string> {
   const r = await db.query<{ m: string }>(`SELECT ${publishedSql(progress)}::text AS m`);

@@ -81,9 +81,22 @@ export class ReplicationSession {
   readonly #recorded: readonly [bigint, bigint][];
   readonly #recordedEnd: bigint;
 
-  constructor(deps: SessionDeps, startLsn: Lsn, recorded: readonly [bigint, bigint][] = []) {
+  /**
+   * Rows whose failure outcome was written but not yet recorded when the session started (a crash
+   * between the two statements): the sweeper owns them, so the stream skips them too — sending
+   * one again would publish a 'failed' row behind the sweeper's back (progress.ts outcomesOnRows).
+   */
+  readonly #outcomesOnRows: ReadonlySet<string>;
+
+  constructor(
+    deps: SessionDeps,
+    startLsn: Lsn,
+    recorded: readonly [bigint, bigint][] = [],
+    outcomesOnRows: ReadonlySet<string> = new Set(),
+  ) {
     this.#d = deps;
     this.#recorded = recorded;
+    this.#outcomesOnRows = outcomesOnRows;
     this.#recordedEnd = recorded.length ? recorded[recorded.length - 1]![1] : 0n;
     this.#tracker = new AckTracker(startLsn);
     this.#received = startLsn;
@@ -229,7 +242,9 @@ export class ReplicationSession {
         this.#maybeConfirm();
         return;
       case 'event': {
-        if (this.#isRecorded(d.event.id)) return; // settled before: not an event of its transaction
+        // Settled before (recorded, or its failure is on the row): not an event of its transaction.
+        if (this.#isRecorded(d.event.id)) return;
+        if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(d.event.id)) return;
         const txn = this.#tracker.addEvent();
         const routed = tryRoute(d.event, this.#route);
         // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.

@@ -4,7 +4,7 @@ import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts'
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
-import { markRecovery, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
+import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
@@ -319,11 +319,15 @@ export class Relay {
           if (slot.recovery && !(await this.#recover(slot.recovery, shared))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
+          // Rows whose failure is on the row but not in the record (a crash between the two) are
+          // the sweeper's: the stream skips them too.
           const recorded = await readProgress(pool, store.progress, c.slot);
+          const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
             { ...shared, outages: this.#outages, tracer },
             slot.confirmedFlushLsn,
             recorded ? parseIdRanges(recorded) : [],
+            onRows,
           );
           this.#session = session;
           this.#current = {
