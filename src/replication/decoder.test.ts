@@ -2,6 +2,7 @@ import pg from 'pg';
 import { PgoutputPlugin } from 'pg-logical-replication';
 import { describe, expect, it } from 'vitest';
 import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert } from './decoder.ts';
+import { parseLsn } from './lsn.ts';
 
 /** pgoutput BEGIN (protocol 1): final LSN, commit time, xid. */
 function begin(xid: number): Buffer {
@@ -196,4 +197,48 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
     d.decode(relation(16391, 'public', 'outbox_old', OUTBOX_COLUMNS));
     expect(d.decode(insert(16391, row()))).toEqual({ kind: 'other-table', table: 'public.outbox_old' });
   });
+});
+
+describe('BEGIN and COMMIT, read straight from the message', () => {
+  const lib = new PgoutputPlugin({ protoVersion: 1, publicationNames: [] });
+  const begin = (lsn: bigint, timeUs: bigint, xid: number) => {
+    const b = Buffer.alloc(21);
+    b[0] = 0x42;
+    b.writeBigUInt64BE(lsn, 1);
+    b.writeBigUInt64BE(timeUs, 9);
+    b.writeUInt32BE(xid, 17);
+    return b;
+  };
+  const commit = (lsn: bigint, end: bigint, timeUs: bigint) => {
+    const b = Buffer.alloc(26);
+    b[0] = 0x43;
+    b.writeBigUInt64BE(lsn, 2);
+    b.writeBigUInt64BE(end, 10);
+    b.writeBigUInt64BE(timeUs, 18);
+    return b;
+  };
+  const cases: [bigint, bigint, number][] = [
+    [0n, 0n, 0],
+    [0x16b3748n, 849_000_000_123_456n, 1234],
+    [0x1_0000_0000n, 849_000_000_999_999n, 0x8000_0001], // xid above 2^31, LSN past 4 GiB
+    [0xffff_ffff_ffff_ff00n, 7_000_000_000_000_999n, 0xffff_ffff], // the year 2221
+  ];
+  for (const [lsn, t, xid] of cases)
+    it(`matches pg-logical-replication's values: LSN ${lsn.toString(16)}, time ${t}, xid ${xid}`, () => {
+      const d = new OutboxDecoder('public', 'outbox').decode(begin(lsn, t, xid));
+      // biome-ignore lint/suspicious/noExplicitAny: the parser's message union is loosely typed.
+      const m: any = lib.parse(begin(lsn, t, xid));
+      expect(d).toEqual({
+        kind: 'begin',
+        commitLsn: m.commitLsn ? parseLsn(m.commitLsn) : 0n,
+        commitTimeMs: Number(m.commitTime / 1000n),
+        xid: m.xid >>> 0,
+      });
+      // biome-ignore lint/suspicious/noExplicitAny: as above.
+      const c: any = lib.parse(commit(lsn, lsn + 40n, t));
+      expect(new OutboxDecoder('public', 'outbox').decode(commit(lsn, lsn + 40n, t))).toEqual({
+        kind: 'commit',
+        endLsn: parseLsn(c.commitEndLsn),
+      });
+    });
 });

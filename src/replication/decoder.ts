@@ -40,6 +40,15 @@ export class OutboxDecoder {
   decode(data: Buffer): Decoded {
     const tag = data[0];
     if (tag === INSERT || tag === UPDATE || tag === DELETE) return this.#change(tag, data);
+    // BEGIN and COMMIT (one of each per transaction) straight from the message: the library would
+    // format both LSNs as text only for them to be parsed back.
+    if (tag === BEGIN && data.length >= 21) {
+      this.#commitLsn = data.readBigUInt64BE(1);
+      this.#commitTimeMs = unixMs(data.readUInt32BE(9), data.readUInt32BE(13));
+      this.#xid = data.readUInt32BE(17);
+      return { kind: 'begin', commitLsn: this.#commitLsn, commitTimeMs: this.#commitTimeMs, xid: this.#xid };
+    }
+    if (tag === COMMIT && data.length >= 26) return { kind: 'commit', endLsn: data.readBigUInt64BE(10) };
     // biome-ignore lint/suspicious/noExplicitAny: the parser's message union is loosely typed.
     const msg: any = this.#parser.parse(data);
     switch (msg.tag) {
@@ -95,6 +104,22 @@ export class OutboxDecoder {
       throw new Error(`pgoutput INSERT into relation ${oid} before its RELATION message`);
     return { kind: 'other-table', table: other };
   }
+}
+
+const BEGIN = 0x42; // 'B': final LSN (8), commit time (8, µs since 2000-01-01), xid (4)
+const COMMIT = 0x43; // 'C': flags (1), commit LSN (8), end LSN (8), commit time (8)
+
+/** Microseconds between PostgreSQL's epoch (2000-01-01) and Unix's. */
+const PG_EPOCH_US = 946_684_800_000_000;
+
+/**
+ * A commit timestamp (µs since 2000-01-01 as two uint32 halves) in ms since the Unix epoch,
+ * truncated like the library's BigInt division. Exact: µs values up to the year 2255 stay
+ * below 2^53, and the remainder is taken before dividing.
+ */
+export function unixMs(hi: number, lo: number): number {
+  const us = hi * 4294967296 + lo + PG_EPOCH_US;
+  return (us - (us % 1000)) / 1000;
 }
 
 const INSERT = 0x49; // 'I'
