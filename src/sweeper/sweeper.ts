@@ -49,10 +49,10 @@ const STATUS_REFRESH_MS = 30_000;
  * The status gauges' counts that read many rows (the pending rows outside the progress record —
  * the whole backlog while the relay catches up — and the table scan for published/discarded) are
  * repeated no sooner than this many times their last duration: counting costs PostgreSQL at most
- * ~2 % of one backend, however large the table or the backlog. A count of 60 ms (a 100,000-row
- * backlog) is then repeated after 3 s instead of every sweep.
+ * 0.5 % of one backend, however large the table or the backlog. A count of 60 ms (a 100,000-row
+ * backlog) is then repeated after 12 s instead of every sweep.
  */
-const COUNT_COST_FACTOR = 50;
+const COUNT_COST_FACTOR = 200;
 
 /**
  * What the stream cannot do: retry failed events with back-off, mark hopeless ones dead
