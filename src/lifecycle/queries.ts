@@ -205,6 +205,15 @@ export async function storedSettledCounts(db: Db, table: string): Promise<Map<st
   return new Map(r.rows.map((x) => [x.status, Number(x.n)]));
 }
 
+/** The table's heap size in bytes (0 when it cannot be found): what a scan of it reads. */
+export async function tableBytes(db: Db, table: string): Promise<number> {
+  const r = await db.query<{ b: number }>(
+    'SELECT coalesce(pg_relation_size(to_regclass($1)), 0)::float8 AS b',
+    [table],
+  );
+  return Number(r.rows[0]?.b ?? 0);
+}
+
 /** Which of these aggregates still have a failed, dead or parked row (strict ordering: still held). */
 export async function heldAggregates(
   db: Db,
