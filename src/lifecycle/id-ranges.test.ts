@@ -35,4 +35,31 @@ describe('idRanges', () => {
       for (let i = 1; i < ranges.length; i++) expect(ranges[i]![0] > ranges[i - 1]![1]).toBe(true);
     }
   });
+
+  it('the fast path (ids below 2^53, as doubles) gives the exact BigInt answer (seeded random, negatives, near 2^53)', () => {
+    const reference = (ids: string[]) => {
+      const xs = [...new Set(ids.map((i) => BigInt(i)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      const parts: string[] = [];
+      for (let i = 0; i < xs.length; ) {
+        let j = i;
+        while (j + 1 < xs.length && xs[j + 1] === xs[j]! + 1n) j++;
+        parts.push(`[${xs[i]},${xs[j]! + 1n})`);
+        i = j + 1;
+      }
+      return `{${parts.join(',')}}`;
+    };
+    let seed = 7;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed / 0x7fffffff;
+    };
+    const bases = [0, -500, 2 ** 31, 9007199254740991 - 100, 9007199254740991 - 30];
+    for (let round = 0; round < 200; round++) {
+      const base = bases[round % bases.length]!;
+      const ids = Array.from({ length: 1 + Math.floor(rnd() * 50) }, () =>
+        String(base + Math.floor(rnd() * 60)),
+      ).filter((id) => BigInt(id) < 2n ** 63n);
+      expect(idRanges(ids), ids.join(' ')).toBe(reference(ids));
+    }
+  });
 });

@@ -5,6 +5,32 @@
  */
 export function idRanges(ids: readonly string[]): string {
   if (ids.length === 0) return '{}';
+  // Ids below 2^53 (all of them, in practice) are merged as doubles: one typed-array sort, no
+  // BigInt per event. Anything else takes the exact BigInt path.
+  const n = new Float64Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const x = Number(ids[i]);
+    if (!Number.isSafeInteger(x)) return idRangesBig(ids);
+    n[i] = x;
+  }
+  n.sort();
+  let out = '{';
+  let lo = n[0]!;
+  let hi = lo; // inclusive
+  for (let i = 1; i < n.length; i++) {
+    const x = n[i]!;
+    if (x <= hi + 1) {
+      if (x > hi) hi = x;
+      continue;
+    }
+    out += `[${lo},${hi + 1}),`;
+    lo = x;
+    hi = x;
+  }
+  return `${out}[${lo},${hi + 1})}`;
+}
+
+function idRangesBig(ids: readonly string[]): string {
   const sorted = ids.map((id) => BigInt(id)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const parts: string[] = [];
   let lo = sorted[0]!;

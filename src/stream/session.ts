@@ -519,14 +519,14 @@ export class ReplicationSession {
     const settled: StreamedRow[] = [];
     const parked: StreamedRow[] = [];
     const failed: (FailedRow & StreamedRow)[] = [];
-    batch.forEach((p, i) => {
+    for (let i = 0; i < batch.length; i++) {
       const o = outcomes[i]!;
-      const { id, xid } = p.message.event;
-      settled.push({ id, xid });
-      if (o === PARKED) parked.push({ id, xid });
+      const e = batch[i]!.message.event;
+      settled.push(e); // an event is a StreamedRow (id, xid): no object per event on the happy path
+      if (o === PARKED) parked.push({ id: e.id, xid: e.xid });
       else if (o !== PUBLISHED)
-        failed.push({ id, xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
-    });
+        failed.push({ id: e.id, xid: e.xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
+    }
     // Failures first: the unlikely crash between statements then leaves a failed head, never
     // parked orphans; and both before the progress record covers their ids.
     const written =
