@@ -29,6 +29,16 @@ export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Permanent refusals of a topic as a whole (its metadata, its ACL): every event of a batch for
+ * that one topic gets the same answer, so the stream records them all without sending each alone.
+ */
+export const TOPIC_LEVEL_KAFKA_TYPES: ReadonlySet<string> = new Set([
+  'UNKNOWN_TOPIC_OR_PARTITION',
+  'INVALID_TOPIC_EXCEPTION',
+  'TOPIC_AUTHORIZATION_FAILED',
+]);
+
+/**
  * Kafka error types that say this producer's idempotence state (producer id, epoch, sequence
  * numbers) no longer matches the broker's. Transient for the events — the same batch from a new
  * producer is accepted — but fatal for the producer: every later send of it fails the same way

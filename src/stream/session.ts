@@ -14,7 +14,7 @@ import { backoffDelay, sleep } from '../retry/backoff.ts';
 import type { OutageLog } from '../retry/outage-log.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
+import { type Classified, TOPIC_LEVEL_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
@@ -437,6 +437,12 @@ export class ReplicationSession {
     }
     // Some event of the batch is refused for good: find which, one at a time and in order,
     // so strict ordering can park the later events of a failed aggregate before they go out.
+    // A refusal of the topic itself (missing, not authorized) in a batch for one topic is every
+    // event's: sent one by one, each would be refused the same way, after ~1.4 s of kafkajs
+    // metadata retries each.
+    const topic = batch[toSend[0]!]!.message.topic;
+    const topicWide =
+      TOPIC_LEVEL_KAFKA_TYPES.has(all.reason) && toSend.every((i) => batch[i]!.message.topic === topic);
     for (const i of toSend) {
       const m = batch[i]!.message;
       const e = m.event;
@@ -445,7 +451,7 @@ export class ReplicationSession {
         blocked.parkDecided(e.aggregateType, e.aggregateId);
         continue;
       }
-      const one = await this.#sendWithRetry([m], signal);
+      const one = topicWide ? all : await this.#sendWithRetry([m], signal);
       if (one === null) {
         // Aborted mid-way: the decisions taken so far are never written.
         this.#decisionsDone(batch, outcomes);

@@ -266,7 +266,10 @@ describe('events list / count / show', () => {
 
   /** Waits until the relay recorded them failed (or already dead), then keeps them failed, not due for an hour. */
   async function settleFailed(ids: string[]): Promise<void> {
+    // Each refusal of a missing topic costs ~1.4 s of kafkajs metadata retries, and the refused
+    // batch is then tried event by event to find which ones are refused: 7 events take 10 – 12 s.
     await waitFor(async () => (await rows(ids)).every((r) => r.status === 'failed' || r.status === 'dead'), {
+      timeoutMs: 40_000,
       message: 'failures recorded',
     });
     await db.query(
