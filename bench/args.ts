@@ -5,7 +5,7 @@ const { values } = parseArgs({
   options: {
     rows: { type: 'string', default: '100000' },
     'txn-rows': { type: 'string', default: '100' },
-    'txn-backlog': { type: 'string', default: '20000' },
+    'txn-backlog': { type: 'string', default: '100000' },
     'big-rows': { type: 'string', default: '200000' },
     'live-rate': { type: 'string', default: '2000' },
     'live-seconds': { type: 'string', default: '60' },

@@ -2,7 +2,11 @@
  * Summarises a V8 .cpuprofile (from BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=.tmp/prof"): busy
  * share by package / our folder, and the top functions by self time.
  *
- *   node bench/profile-summary.ts .tmp/prof/CPU.*.cpuprofile [--top 25]
+ *   node bench/profile-summary.ts .tmp/prof/CPU.*.cpuprofile [--top 25] [--after '#onMessage']
+ *
+ * --after NAME counts only the samples from the first one whose stack holds a function NAME on
+ * (e.g. the stream's first message: the drain without the process's start-up). The inclusive
+ * list gives, per function of ours, the share of busy time spent in it and what it called.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -16,7 +20,7 @@ type Profile = { nodes: Node[]; samples: number[]; timeDeltas: number[] };
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { top: { type: 'string', default: '25' } },
+  options: { top: { type: 'string', default: '25' }, after: { type: 'string', default: '' } },
 });
 
 /** node_modules/<pkg>, src/<folder>, node: internals, or a V8 pseudo-frame. */
@@ -45,10 +49,30 @@ for (const file of positionals) {
     return 'node:internal';
   };
   const owners = new Map<string, number>();
+  const stackHas = (id: number, name: string): boolean => {
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur))
+      if (byId.get(cur)!.callFrame.functionName === name) return true;
+    return false;
+  };
+  const from = values.after ? p.samples.findIndex((id) => stackHas(id, values.after!)) : 0;
+  if (from < 0) throw new Error(`no sample has ${values.after} on its stack`);
   const self = new Map<number, number>();
   p.samples.forEach((id, i) => {
-    self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0));
+    if (i >= from) self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0));
   });
+  /** Inclusive time of our functions (src/): each counted once per sample, however deep it recurses. */
+  const inclusive = new Map<string, number>();
+  for (const [id, t] of self) {
+    const seen = new Set<string>();
+    for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
+      const f = byId.get(cur)!.callFrame;
+      if (!/\/src\//.test(f.url) || /node_modules/.test(f.url)) continue;
+      const key = `${f.functionName || '(anonymous)'} ${area(f.url, f.functionName)}:${f.lineNumber + 1}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      inclusive.set(key, (inclusive.get(key) ?? 0) + t);
+    }
+  }
   let total = 0;
   let idle = 0;
   const areas = new Map<string, number>();
@@ -80,5 +104,8 @@ for (const file of positionals) {
     console.log(`  ${pct(t).padStart(7)}  ${a}`);
   console.log('  top functions (self time):');
   for (const [f, t] of [...fns].sort((x, y) => y[1] - x[1]).slice(0, Number(values.top)))
+    console.log(`  ${pct(t).padStart(7)}  ${f}`);
+  console.log('  our functions, inclusive (with what they called):');
+  for (const [f, t] of [...inclusive].sort((x, y) => y[1] - x[1]).slice(0, Number(values.top)))
     console.log(`  ${pct(t).padStart(7)}  ${f}`);
 }
