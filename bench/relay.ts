@@ -24,15 +24,21 @@ export type RelayProcess = {
   stop: () => Promise<void>;
 };
 
-export function startRelay(url: string, slot: string, args: string[]): RelayProcess {
-  const devnull = openSync('/dev/null', 'w');
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+/** `cli`: the relay's entry point (another checkout's, for A/B runs: bench/ab.ts); `nodeArgs`: node's flags. */
+export function startRelay(
+  url: string,
+  slot: string,
+  args: string[],
+  cli = CLI,
+  nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [],
+): RelayProcess {
+  const devnull = openSync(process.env.BENCH_RELAY_STDOUT ?? '/dev/null', 'w');
   const extra = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const child = spawn(
     process.execPath,
     [
       ...nodeArgs,
-      CLI,
+      cli,
       'run',
       '--database-url',
       url,
@@ -117,10 +123,12 @@ export async function drainRelay(
   slot: string,
   endLsn: string,
   args: string[],
+  cli?: string,
+  nodeArgs?: string[],
 ): Promise<Drain> {
   const sampler = new PgCpuSampler(ctx.postmaster, ctx.exclude);
   const spawnedAt = performance.now();
-  const relay = startRelay(url, slot, args);
+  const relay = startRelay(url, slot, args, cli, nodeArgs);
   try {
     const startedAt = await relay.streaming;
     sampler.start();

@@ -24,3 +24,10 @@ export function distribution(values: number[]): Dist {
 export const round = (n: number, digits = 1) => Number(n.toFixed(digits));
 export const pct = (ratio: number) => `${(ratio * 100).toFixed(0)} %`;
 export const us = (seconds: number, events: number) => (seconds / events) * 1e6;
+
+export function median(values: number[]): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+}

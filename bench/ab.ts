@@ -1,0 +1,133 @@
+/**
+ * A/B of two relays on the same bulk backlog, interleaved, for changes smaller than the noise of
+ * one `npm run bench` drain (±10 % on this machine). Each round drains one slot per variant, in
+ * alternating order; the figures are medians over the rounds.
+ *
+ *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka] [--rounds 5] [--rows 100000]
+ *                       [--a-node-args='--max-semi-space-size=16'] [--b-node-args=…]
+ *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
+ *
+ * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
+ * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
+ * warmed by a first drain that is not counted.
+ */
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
+import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { migrate } from '../src/store/migrate.ts';
+import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
+import { postmasterPid } from './pg-cpu.ts';
+import { type Drain, drainRelay, type PgContext } from './relay.ts';
+import { median, us } from './stats.ts';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const { values } = parseArgs({
+  options: {
+    a: { type: 'string' },
+    b: { type: 'string', default: '.' },
+    'a-node-args': { type: 'string', default: '' },
+    'b-node-args': { type: 'string', default: '' },
+    'a-args': { type: 'string', default: '' },
+    'b-args': { type: 'string', default: '' },
+    sink: { type: 'string', default: 'stdout' },
+    rounds: { type: 'string', default: '5' },
+    rows: { type: 'string', default: '100000' },
+  },
+});
+if (!values.a) throw new Error('--a <checkout> is required (e.g. a git worktree of the base commit)');
+if (values.sink !== 'stdout' && values.sink !== 'kafka') throw new Error('--sink must be stdout or kafka');
+const rounds = Number(values.rounds);
+const rows = Number(values.rows);
+const variants = { a: resolve(values.a), b: resolve(values.b) };
+const cli = (dir: string) => join(dir, 'src/cli/main.ts');
+const relayArgs = {
+  a: values['a-args']!.split(' ').filter(Boolean),
+  b: values['b-args']!.split(' ').filter(Boolean),
+};
+const nodeArgs = {
+  a: values['a-node-args']!.split(' ').filter(Boolean),
+  b: values['b-node-args']!.split(' ').filter(Boolean),
+};
+
+async function main() {
+  hideKafkajsTimeoutWarnings();
+  const server = await startThrowawayPostgres({ settings: { synchronous_commit: 'on' } });
+  const db = new pg.Client({ connectionString: server.url });
+  await db.connect();
+  const broker =
+    values.sink === 'kafka'
+      ? await LocalKafkaCluster.up({
+          dir: join(ROOT, '.tmp', `ab-kafka-${process.pid}`),
+          port: 0,
+          heapMb: 1024,
+        })
+      : null;
+  try {
+    await migrate(db, { schema: 'public', table: 'outbox', publication: 'outbox_pub' });
+    const benchPid = (await db.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
+    const ctx: PgContext = {
+      db,
+      postmaster: postmasterPid(server.dataDir),
+      exclude: [benchPid],
+      brokerPid: broker?.pidOf(1) ?? undefined,
+    };
+    const slots = ['warm'];
+    for (let r = 0; r < rounds; r++) slots.push(`a_${r}`, `b_${r}`);
+    await createSlots(db, slots);
+    await insertBulk(db, 'Bulk', rows, 100);
+    const end = await currentLsn(db);
+    const args = broker ? ['--kafka-brokers', broker.bootstrap.join(',')] : ['--sink', 'stdout'];
+    if (broker) {
+      const admin = broker.client('ab').admin();
+      await admin.connect();
+      await admin.createTopics({
+        topics: [{ topic: 'outbox.event.Bulk', numPartitions: 3 }],
+        waitForLeaders: true,
+      });
+      await admin.disconnect();
+      await drainRelay(server.url, ctx, 'warm', end, args, cli(variants.b));
+    }
+    await dropSlot(db, 'warm');
+    const results: Record<'a' | 'b', Drain[]> = { a: [], b: [] };
+    for (let r = 0; r < rounds; r++) {
+      const order: ('a' | 'b')[] = r % 2 ? ['b', 'a'] : ['a', 'b'];
+      for (const v of order) {
+        await db.query('DELETE FROM outbox_relay_progress');
+        const d = await drainRelay(
+          server.url,
+          ctx,
+          `${v}_${r}`,
+          end,
+          [...args, ...relayArgs[v]],
+          cli(variants[v]),
+          nodeArgs[v],
+        );
+        await dropSlot(db, `${v}_${r}`);
+        results[v].push(d);
+        console.log(
+          `round ${r + 1} ${v}: ${Math.round(rows / d.seconds).toLocaleString('en')} events/s, relay ${us(d.cpuSeconds, rows).toFixed(1)} µs/event, peak RSS ${d.peakRssMb.toFixed(0)} MB`,
+        );
+      }
+    }
+    console.log(`\n${rows.toLocaleString('en')} rows into ${values.sink}, ${rounds} rounds (medians):`);
+    for (const v of ['a', 'b'] as const) {
+      const ds = results[v];
+      console.log(
+        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): ${Math.round(median(ds.map((d) => rows / d.seconds))).toLocaleString('en')} events/s, relay ${median(ds.map((d) => us(d.cpuSeconds, rows))).toFixed(2)} µs/event, peak RSS ${median(ds.map((d) => d.peakRssMb)).toFixed(0)} MB`,
+      );
+    }
+  } finally {
+    await broker?.destroy();
+    await db.end();
+    await server.stop();
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exitCode = 1;
+});
