@@ -1,8 +1,15 @@
+import pg from 'pg';
 import { UnreadableValue } from '../route/row-check.ts';
 import { isMicrosecondParser, timestamptzFromBinary } from '../route/timestamptz.ts';
 
 /** pg's parser for a type's text (pg.types.getTypeParser), as pgoutput's RELATION message gives the type. */
 export type TextParser = (text: string) => unknown;
+
+/** pg's own parsers of int8 (the digits as they are) and jsonb (JSON.parse), when no one replaced them. */
+const INT8_PARSER = pg.types.getTypeParser(20, 'text');
+const JSONB_PARSER = pg.types.getTypeParser(3802, 'text');
+/** The value of every '{}' jsonb read with pg's parser: frozen, since every such row shares it. */
+const EMPTY_OBJECT: Readonly<Record<string, never>> = Object.freeze({});
 
 // Type OIDs (pg_type.dat).
 const BOOL = 16;
@@ -78,6 +85,9 @@ export function readBinaryValue(
     case JSON_:
       return parser(utf8Text(data, start, end));
     case JSONB:
+      // '{}' (the headers column's default) with pg's parser: one shared, frozen empty object.
+      if (len === 3 && data[start] === 1 && data[start + 1] === 0x7b && data[start + 2] === 0x7d)
+        return parser === JSONB_PARSER ? EMPTY_OBJECT : parser('{}');
       if (len >= 1 && data[start] === 1) return parser(utf8Text(data, start + 1, end));
       break;
     case TIMESTAMPTZ:
@@ -92,7 +102,8 @@ export function readBinaryValue(
       if (len === 4) return parser(dateText(data.readInt32BE(start)));
       break;
     case INT8:
-      if (len === 8) return parser(int8Text(data, start));
+      // pg's int8 parser returns the digits as they are: not called for them.
+      if (len === 8) return parser === INT8_PARSER ? int8Text(data, start) : parser(int8Text(data, start));
       break;
     case INT4:
       if (len === 4) return parser(String(data.readInt32BE(start)));
@@ -136,9 +147,20 @@ function int8Text(data: Buffer, at: number): string {
     : data.readBigInt64BE(at).toString();
 }
 
+/** The 36 characters of a uuid's text, written into one scratch buffer: one flat string, no slices and joins. */
+const uuidScratch = Buffer.alloc(36);
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+
 function uuidText(data: Buffer, at: number): string {
-  const h = data.toString('hex', at, at + 16);
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  const out = uuidScratch;
+  let o = 0;
+  for (let i = 0; i < 16; i++) {
+    if (i === 4 || i === 6 || i === 8 || i === 10) out[o++] = 0x2d; // '-'
+    const b = data[at + i]!;
+    out[o++] = HEX_DIGITS[b >> 4]!;
+    out[o++] = HEX_DIGITS[b & 15]!;
+  }
+  return out.toString('latin1', 0, 36);
 }
 
 /** numeric_send: ndigits, weight, sign, dscale (int16 each), then ndigits base-10000 digits; as numeric_out prints it. */

@@ -1,5 +1,5 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
-import { type OutboxRow, rowToEvent } from '../lifecycle/outbox-row.ts';
+import type { OutboxRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
@@ -31,6 +31,8 @@ export class OutboxDecoder {
   #commitLsn: Lsn = 0n;
   #commitTimeMs = 0;
   #xid = 0;
+  /** readOutboxValues' output, reused for every row (each event takes the values it needs). */
+  readonly #values: unknown[] = new Array(READ_COLUMNS.length);
 
   constructor(schema: string, table: string) {
     this.#schema = schema;
@@ -94,10 +96,11 @@ export class OutboxDecoder {
     const oid = data.length >= 5 ? data.readInt32BE(1) : 0;
     const outbox = this.#outbox.get(oid);
     if (outbox) {
-      const row = readOutboxInsert(data, outbox);
-      if (!row) throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
-      // rowToEvent never throws: a row's values are judged later, per event (route/row-check.ts).
-      return { kind: 'event', event: rowToEvent(row, this.#commitLsn, this.#commitTimeMs, this.#xid) };
+      const v = this.#values;
+      if (!readOutboxValues(data, outbox, v))
+        throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
+      // A row's values are judged later, per event (route/row-check.ts).
+      return { kind: 'event', event: eventOf(v, this.#commitLsn, this.#commitTimeMs, this.#xid) };
     }
     const other = this.#others.get(oid);
     if (other === undefined)
@@ -164,30 +167,71 @@ export interface OutboxRelation {
   field: readonly number[];
   typeOid: readonly number[];
   parser: readonly TextParser[];
+  /** Per column: the last value of a text column the relay reads (TextMemo), or null. */
+  memo: readonly (TextMemo | null)[];
 }
 
 export function outboxRelation(columns: readonly RelationColumn[]): OutboxRelation {
+  const field = columns.map((c) => (Object.hasOwn(FIELD, c.name) ? FIELD[c.name as keyof OutboxRow] : -1));
   return {
-    field: columns.map((c) => (Object.hasOwn(FIELD, c.name) ? FIELD[c.name as keyof OutboxRow] : -1)),
+    field,
     typeOid: columns.map((c) => c.typeOid),
     parser: columns.map((c) => c.parser),
+    memo: columns.map((c, i) => (field[i]! >= 0 && TEXT_TYPES.has(c.typeOid) ? new TextMemo() : null)),
   };
+}
+
+/** text, varchar, bpchar, name: the same bytes in text and binary format; pg parses them into strings. */
+const TEXT_TYPES: ReadonlySet<number> = new Set([25, 1043, 1042, 19]);
+
+/** Longest value a TextMemo keeps (aggregate types, event types and content types are short). */
+const MEMO_BYTES = 64;
+
+/**
+ * The last value of one text column and its bytes. Consecutive rows mostly repeat their aggregate
+ * type, event type and content type: the repeated value is the same string, read once — no new
+ * string to allocate, keep alive while the event is in flight and copy at every young-generation
+ * collection, and lookups keyed by it (topic, content type) find its hash already computed.
+ */
+export class TextMemo {
+  readonly #bytes = Buffer.alloc(MEMO_BYTES);
+  #len = -1;
+  #value: unknown = undefined;
+
+  read(data: Buffer, start: number, end: number, parser: TextParser): unknown {
+    const len = end - start;
+    if (len === this.#len) {
+      const b = this.#bytes;
+      let k = 0;
+      while (k < len && b[k] === data[start + k]) k++;
+      if (k === len) return this.#value;
+    }
+    const value = parser(utf8Text(data, start, end));
+    if (len <= MEMO_BYTES) {
+      data.copy(this.#bytes, 0, start, end);
+      this.#len = len;
+      this.#value = value;
+    }
+    return value;
+  }
 }
 
 /**
  * An INSERT (protocol 1: 'I', relation OID, 'N', tuple) into the outbox table, read straight from
- * the message. Only the columns the relay reads are decoded. A text value ('t') is parsed by the
- * same pg type parser pg-logical-replication would use, without a TextDecoder pass and a Buffer
- * view per column; a bytea in hex format is hex-decoded without going through a UTF-8 string. A
- * binary value ('b', pgoutput's binary mode) is read by its type's binary reader into the same
- * value (binary-values.ts); a bytea is copied as is. null for a malformed message (a column count
- * that does not match the relation, an unknown value kind, a short message).
+ * the message into `v` (FIELD's slots; a column the table lacks stays undefined). Only the
+ * columns the relay reads are decoded. A text value ('t') is parsed by the same pg type parser
+ * pg-logical-replication would use, without a TextDecoder pass and a Buffer view per column; a
+ * bytea in hex format is hex-decoded without going through a UTF-8 string. A binary value ('b',
+ * pgoutput's binary mode) is read by its type's binary reader into the same value
+ * (binary-values.ts); a bytea is copied as is. Text columns go through their TextMemo. false for
+ * a malformed message (a column count that does not match the relation, an unknown value kind, a
+ * short message).
  */
-export function readOutboxInsert(data: Buffer, rel: OutboxRelation): OutboxRow | null {
-  if (data.length < 8 || data[5] !== NEW_TUPLE) return null;
+export function readOutboxValues(data: Buffer, rel: OutboxRelation, v: unknown[]): boolean {
+  if (data.length < 8 || data[5] !== NEW_TUPLE) return false;
   const n = data.readInt16BE(6);
-  if (n !== rel.field.length) return null;
-  const v: unknown[] = new Array(READ_COLUMNS.length);
+  if (n !== rel.field.length) return false;
+  v.fill(undefined);
   let p = 8;
   for (let i = 0; i < n; i++) {
     const kind = data[p];
@@ -197,22 +241,30 @@ export function readOutboxInsert(data: Buffer, rel: OutboxRelation): OutboxRow |
       p += 1;
       continue;
     }
-    if ((kind !== TEXT && kind !== BINARY) || p + 5 > data.length) return null;
+    if ((kind !== TEXT && kind !== BINARY) || p + 5 > data.length) return false;
     const len = data.readInt32BE(p + 1);
     const start = p + 5;
     const end = start + len;
-    if (len < 0 || end > data.length) return null;
+    if (len < 0 || end > data.length) return false;
     p = end;
     if (f < 0) continue;
     const typeOid = rel.typeOid[i]!;
-    if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!);
+    const memo = rel.memo[i];
+    if (memo) v[f] = memo.read(data, start, end, rel.parser[i]!);
+    else if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!);
     else if (typeOid === BYTEA && len >= 2 && data[start] === BACKSLASH && data[start + 1] === LOWER_X) {
       // pg's bytea parser: Buffer.from(text.slice(2), 'hex'); hex digits are ASCII, so latin1 is the same text.
       v[f] = Buffer.from(data.toString('latin1', start + 2, end), 'hex');
     } else v[f] = rel.parser[i]!(utf8Text(data, start, end));
   }
-  if (p !== data.length) return null;
-  // One object shape for every row (the slots are FIELD's); a column the table lacks stays undefined.
+  return p === data.length;
+}
+
+/** readOutboxValues as an OutboxRow, or null for a malformed message. */
+export function readOutboxInsert(data: Buffer, rel: OutboxRelation): OutboxRow | null {
+  const v: unknown[] = new Array(READ_COLUMNS.length);
+  if (!readOutboxValues(data, rel, v)) return null;
+  // One object shape for every row (the slots are FIELD's).
   return {
     id: v[0],
     event_id: v[1],
@@ -225,4 +277,26 @@ export function readOutboxInsert(data: Buffer, rel: OutboxRelation): OutboxRow |
     traceparent: v[8],
     created_at: v[9],
   } as OutboxRow;
+}
+
+/**
+ * The event of values read by readOutboxValues: rowToEvent's mapping (lifecycle/outbox-row.ts),
+ * without an OutboxRow in between. Never throws: route/row-check.ts judges the values.
+ */
+function eventOf(v: readonly unknown[], lsn: Lsn, commitTimeMs: number, xid: number): OutboxEvent {
+  return {
+    id: v[0],
+    eventId: v[1],
+    aggregateType: v[2],
+    aggregateId: v[3],
+    eventType: v[4],
+    payload: v[5],
+    contentType: v[6],
+    headers: v[7] ?? {},
+    traceparent: v[8],
+    createdAt: v[9],
+    lsn,
+    commitTimeMs,
+    xid,
+  } as OutboxEvent;
 }

@@ -5,6 +5,7 @@ import { EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
 import {
   checkTopicTemplate,
   DEFAULT_TOPIC_TEMPLATE,
+  HEADER,
   RouteError,
   route,
   topicFor,
@@ -43,6 +44,20 @@ describe('route', () => {
       tenant: 'acme',
       tracestate: 'k=v',
     });
+  });
+
+  it('writes the same headers, in the same order, with and without headers of the row', () => {
+    const plain = route(event({ headers: {} }), cfg).headers;
+    expect(Object.keys(plain)).toEqual([
+      HEADER.id,
+      HEADER.eventType,
+      HEADER.aggregateType,
+      HEADER.aggregateId,
+      HEADER.contentType,
+    ]);
+    const withOwn = route(event({ headers: { tenant: 'acme' } }), cfg).headers;
+    expect(Object.keys(withOwn)).toEqual(['tenant', ...Object.keys(plain)]);
+    expect({ ...withOwn, tenant: undefined }).toEqual({ ...plain, tenant: undefined });
   });
 
   it('omits traceparent when absent and keeps a null payload as a tombstone', () => {

@@ -52,7 +52,8 @@ export function checkEvent(e: OutboxEvent): string | null {
   if (e.aggregateId === null || e.aggregateId === undefined)
     return fixNull('aggregate_id', "it is the message key that keeps an aggregate's events in order");
   if (typeof e.aggregateId !== 'string') return fixType('aggregate_id', e.aggregateId, 'text');
-  const keyBytes = Buffer.byteLength(e.aggregateId);
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: short keys need no count.
+  const keyBytes = e.aggregateId.length * 3 <= MAX_KEY_BYTES ? 0 : Buffer.byteLength(e.aggregateId);
   if (keyBytes > MAX_KEY_BYTES)
     return `aggregate_id is ${keyBytes} bytes, over the relay's limit of ${MAX_KEY_BYTES} for a message key (longer keys stall the Kafka client's partitioner and cannot be indexed as failed). Fix: ${FIX_ROW}; use short aggregate ids`;
   if (e.eventType === null || e.eventType === undefined)
@@ -83,7 +84,9 @@ function checkHeaders(headers: unknown): string | null {
     headers instanceof UnreadableValue
   )
     return `headers is ${describe(headers)}, not a JSON object. ${fix}`;
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    if (!Object.hasOwn(headers, name)) continue;
+    const value = (headers as Record<string, unknown>)[name];
     if (typeof value !== 'string')
       return `headers.${quote(name)} is ${describe(value)}: header values must be strings (convert it, or move it into the payload). ${fix}`;
   }
