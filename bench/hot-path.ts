@@ -164,12 +164,8 @@ const stages: [string, (batch: OutboundMessage[]) => void][] = [
     (batch) => {
       const parts: ProduceMessage[][] = [[], [], []];
       for (const m of batch) {
-        const message: Message = {
-          key: m.key,
-          value: m.value,
-          headers: m.headers,
-          timestamp: String(m.timestamp),
-        };
+        // The sink hands the messages to kafkajs as they are (src/sinks/kafka.ts).
+        const message = m as unknown as Message;
         // biome-ignore lint/suspicious/noExplicitAny: PartitionerArgs' metadata type is wider than needed here.
         const p = partitioner({ topic: m.topic, partitionMetadata: partitionMetadata as any, message });
         parts[p]!.push(message);

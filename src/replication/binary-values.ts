@@ -60,7 +60,8 @@ export const BINARY_READABLE_TYPES: ReadonlySet<number> = new Set([
  * would have sent, with shortcuts where the text would only be parsed again —
  * - text, varchar, bpchar, name, json: the same bytes as the text (both in the client encoding);
  *   jsonb: a version byte (1), then its text;
- * - bytea: the raw bytes, copied (the message buffer is reused), as the hex text path decodes them;
+ * - bytea: the raw bytes, as the hex text path decodes them: copied, unless `view` (the message's
+ *   bytes are never reused: replication/copy-reader.ts), then a view of the message;
  * - timestamptz with the microsecond parser installed: a Date with microseconds straight from
  *   the int64 (route/timestamptz.ts); with any other parser, the ISO text in UTC;
  * - int2/int4/int8/oid, bool, uuid, numeric, date, timestamp: their canonical text.
@@ -73,11 +74,16 @@ export function readBinaryValue(
   end: number,
   typeOid: number,
   parser: TextParser,
+  view = false,
 ): unknown {
   const len = end - start;
   switch (typeOid) {
-    case BYTEA:
-      return Buffer.from(data.subarray(start, end));
+    case BYTEA: {
+      if (view) return data.subarray(start, end);
+      const copy = Buffer.allocUnsafe(len);
+      data.copy(copy, 0, start, end);
+      return copy;
+    }
     case TEXT:
     case VARCHAR:
     case BPCHAR:

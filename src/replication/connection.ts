@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { ident } from '../store/sql-ident.ts';
 import { BINARY_READABLE_TYPES } from './binary-values.ts';
+import { CopyReader } from './copy-reader.ts';
 import { READ_COLUMNS } from './decoder.ts';
 import { type Lsn, readLsn } from './lsn.ts';
 
@@ -16,8 +17,14 @@ const CLOSE_TIMEOUT_MS = 2000;
 const PG_EPOCH_US = 946_684_800_000_000n;
 
 export interface StreamHandlers {
-  /** One pgoutput message; `data` is only valid during the call (the parser reuses its buffer). */
+  /**
+   * One pgoutput message. `data` stays valid for as long as anyone holds it when the stream is
+   * read by a CopyReader (onStart's `stableBuffers`); otherwise only during the call (pg's parser
+   * reuses its buffer).
+   */
   onData(walStart: Lsn, data: Buffer): void;
+  /** Right before START_REPLICATION goes out: how the stream will be read. */
+  onStart?(info: { binary: boolean; stableBuffers: boolean }): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
 }
@@ -132,14 +139,35 @@ export class ReplicationConnection {
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
     this.#binary = await binaryPossible(this.#client, opts.publication);
     const connection = this.#connection;
-    connection.on('copyData', ({ chunk }: { chunk: Buffer }) => {
+    const onCopyData = (chunk: Buffer) => {
       const tag = chunk[0];
       if (tag === XLOG_DATA) {
         handlers.onData(readLsn(chunk, 1), chunk.subarray(25));
       } else if (tag === KEEPALIVE) {
         handlers.onKeepalive(readLsn(chunk, 1), chunk[17] === 1);
       }
-    });
+    };
+    // The connection is idle (its last query ended): from here on the socket's bytes go through a
+    // CopyReader, which hands everything but CopyData to pg's own listener. Any other shape of
+    // pg than the one listener pg-protocol installs: pg's 'copyData' events, as before.
+    const socket = connection.stream as NodeJS.EventEmitter | undefined;
+    const pgListeners = socket?.listeners('data') ?? [];
+    let stableBuffers = false;
+    if (socket && pgListeners.length === 1) {
+      const pgData = pgListeners[0] as (bytes: Buffer) => void;
+      const reader = new CopyReader(onCopyData, (bytes) => pgData.call(socket, bytes));
+      socket.removeListener('data', pgData);
+      socket.on('data', (chunk: Buffer) => {
+        try {
+          reader.push(chunk);
+        } catch (e) {
+          // Not the server's protocol: end the connection with the error (the stream's promise rejects).
+          (socket as unknown as { destroy(e: unknown): void }).destroy(e);
+        }
+      });
+      stableBuffers = reader.stable;
+    } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk));
+    handlers.onStart?.({ binary: this.#binary, stableBuffers });
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
       .join(', ');

@@ -31,6 +31,11 @@ export class OutboxDecoder {
   #commitLsn: Lsn = 0n;
   #commitTimeMs = 0;
   #xid = 0;
+  /**
+   * Whether a message's bytes stay as they are after decode() returns (the stream is read by a
+   * CopyReader): a bytea value is then a view of its message, not a copy.
+   */
+  keepViews = false;
   /** readOutboxValues' output, reused for every row (each event takes the values it needs). */
   readonly #values: unknown[] = new Array(READ_COLUMNS.length);
 
@@ -97,7 +102,7 @@ export class OutboxDecoder {
     const outbox = this.#outbox.get(oid);
     if (outbox) {
       const v = this.#values;
-      if (!readOutboxValues(data, outbox, v))
+      if (!readOutboxValues(data, outbox, v, this.keepViews))
         throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
       // A row's values are judged later, per event (route/row-check.ts).
       return { kind: 'event', event: eventOf(v, this.#commitLsn, this.#commitTimeMs, this.#xid) };
@@ -223,11 +228,17 @@ export class TextMemo {
  * pg-logical-replication would use, without a TextDecoder pass and a Buffer view per column; a
  * bytea in hex format is hex-decoded without going through a UTF-8 string. A binary value ('b',
  * pgoutput's binary mode) is read by its type's binary reader into the same value
- * (binary-values.ts); a bytea is copied as is. Text columns go through their TextMemo. false for
+ * (binary-values.ts); a bytea is copied as is, or kept as a view of `data` with `keepViews`. Text
+ * columns go through their TextMemo. false for
  * a malformed message (a column count that does not match the relation, an unknown value kind, a
  * short message).
  */
-export function readOutboxValues(data: Buffer, rel: OutboxRelation, v: unknown[]): boolean {
+export function readOutboxValues(
+  data: Buffer,
+  rel: OutboxRelation,
+  v: unknown[],
+  keepViews = false,
+): boolean {
   if (data.length < 8 || data[5] !== NEW_TUPLE) return false;
   const n = data.readInt16BE(6);
   if (n !== rel.field.length) return false;
@@ -251,7 +262,7 @@ export function readOutboxValues(data: Buffer, rel: OutboxRelation, v: unknown[]
     const typeOid = rel.typeOid[i]!;
     const memo = rel.memo[i];
     if (memo) v[f] = memo.read(data, start, end, rel.parser[i]!);
-    else if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!);
+    else if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!, keepViews);
     else if (typeOid === BYTEA && len >= 2 && data[start] === BACKSLASH && data[start + 1] === LOWER_X) {
       // pg's bytea parser: Buffer.from(text.slice(2), 'hex'); hex digits are ASCII, so latin1 is the same text.
       v[f] = Buffer.from(data.toString('latin1', start + 2, end), 'hex');

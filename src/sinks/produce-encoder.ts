@@ -62,8 +62,19 @@ function sizeOfVarInt(v: number): number {
   return n;
 }
 
+/** Strings up to this long are measured and copied by JavaScript loops (cheaper than a native call). */
+const SHORT = 64;
+
+/** UTF-8 bytes of a string: its length when it is short and ASCII, else Buffer.byteLength. */
+function utf8Length(s: string): number {
+  const n = s.length;
+  if (n > SHORT) return Buffer.byteLength(s);
+  for (let i = 0; i < n; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s);
+  return n;
+}
+
 function byteLengthOf(v: unknown): number {
-  return typeof v === 'string' ? Buffer.byteLength(v) : (v as Buffer).length;
+  return typeof v === 'string' ? utf8Length(v) : (v as Buffer).length;
 }
 
 /** Bytes of a varint-length-prefixed value (null: the length -1 alone). */
@@ -76,14 +87,9 @@ function sizeOfVarBytes(v: unknown): number {
 const isBytes = (v: unknown) => typeof v === 'string' || Buffer.isBuffer(v);
 const isNullableBytes = (v: unknown) => v === null || v === undefined || isBytes(v);
 
-/** Whether every header value is a string or a Buffer (kafkajs also takes arrays: not here). */
-function plainHeaders(h: unknown): h is Record<string, string | Buffer> {
-  if (h === undefined) return true;
-  if (h === null || typeof h !== 'object' || Array.isArray(h)) return false;
-  for (const k in h) {
-    if (!Object.hasOwn(h, k) || !isBytes((h as Record<string, unknown>)[k])) return false;
-  }
-  return true;
+/** Absent, or an object of headers (its values are checked as they are measured: planPartition). */
+function headersObject(h: unknown): boolean {
+  return h === undefined || (h !== null && typeof h === 'object' && !Array.isArray(h));
 }
 
 class Writer {
@@ -126,9 +132,19 @@ class Writer {
       this.int16(-1);
       return;
     }
-    const len = Buffer.byteLength(v);
+    const len = utf8Length(v);
     this.int16(len);
-    this.off += this.buf.write(v, this.off, len, 'utf8');
+    this.utf8(v, len);
+  }
+
+  /** `len` UTF-8 bytes of `v` (utf8Length's): a short ASCII string by a loop, anything else natively. */
+  utf8(v: string, len: number): void {
+    if (len === v.length && len <= SHORT) {
+      const b = this.buf;
+      let o = this.off;
+      for (let i = 0; i < len; i++) b[o++] = v.charCodeAt(i);
+      this.off = o;
+    } else this.off += this.buf.write(v, this.off, len, 'utf8');
   }
 
   /** Varint-length bytes (null: -1); a string as UTF-8. */
@@ -138,9 +154,9 @@ class Writer {
       return;
     }
     if (typeof v === 'string') {
-      const len = Buffer.byteLength(v);
+      const len = utf8Length(v);
       this.varInt(len);
-      this.off += this.buf.write(v, this.off, len, 'utf8');
+      this.utf8(v, len);
     } else {
       const b = v as Buffer;
       this.varInt(b.length);
@@ -149,8 +165,26 @@ class Writer {
   }
 }
 
-/** The first and last timestamp as kafkajs picks them: Array.prototype.sort's order, i.e. compared as strings. */
+/**
+ * The first and last timestamp as kafkajs picks them: Array.prototype.sort's order, i.e. compared
+ * as strings. Numbers of 13 digits (ms from 2001-09 to 2286) compare as strings do, without a
+ * string per message.
+ */
 function timestampRange(messages: ProduceMessage[], now: number): [unknown, unknown] {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  let numeric = true;
+  for (const m of messages) {
+    const t = m.timestamp;
+    if (t === null || t === undefined) continue;
+    if (typeof t !== 'number' || !(t >= 1e12 && t < 1e13)) {
+      numeric = false;
+      break;
+    }
+    if (t < lo) lo = t;
+    if (t > hi) hi = t;
+  }
+  if (numeric) return lo === Number.POSITIVE_INFINITY ? [now, now] : [lo, hi];
   let first: unknown;
   let last: unknown;
   let firstS = '';
@@ -176,6 +210,7 @@ interface PartitionPlan {
   maxTimestamp: bigint;
   deltas: Int32Array;
   bodySizes: Int32Array;
+  headerCounts: Int32Array;
   /** Bytes of the batch from the leader epoch on (the batch length field's value). */
   batchLength: number;
 }
@@ -187,28 +222,34 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
   if (firstTimestamp === null || maxTimestamp === null) return null;
   const deltas = new Int32Array(messages.length);
   const bodySizes = new Int32Array(messages.length);
+  const headerCounts = new Int32Array(messages.length);
   let batchLength = BATCH_HEADER;
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
-    if (!isNullableBytes(m.key) || !isNullableBytes(m.value) || !plainHeaders(m.headers)) return null;
+    if (!isNullableBytes(m.key) || !isNullableBytes(m.value) || !headersObject(m.headers)) return null;
     // kafkajs: (message.timestamp || now) - firstTimestamp, JavaScript's subtraction.
     const delta = ((m.timestamp || now) as number) - (first as number);
     if (!Number.isInteger(delta) || delta < -0x8000_0000 || delta > 0x7fff_ffff) return null;
     deltas[i] = delta;
     let body = 1 + sizeOfVarInt(delta) + sizeOfVarInt(i) + sizeOfVarBytes(m.key) + sizeOfVarBytes(m.value);
     let headerCount = 0;
-    const headers = m.headers as Record<string, string | Buffer> | undefined;
+    const headers = m.headers as Record<string, unknown> | undefined;
     for (const k in headers) {
-      const klen = Buffer.byteLength(k);
-      const vlen = byteLengthOf(headers[k]);
+      // kafkajs writes own names (Object.keys) and takes arrays as values: anything but an own
+      // string or Buffer value is left to it.
+      const hv = headers[k];
+      if (!isBytes(hv) || !Object.hasOwn(headers, k)) return null;
+      const klen = utf8Length(k);
+      const vlen = byteLengthOf(hv);
       body += sizeOfVarInt(klen) + klen + sizeOfVarInt(vlen) + vlen;
       headerCount++;
     }
+    headerCounts[i] = headerCount;
     body += sizeOfVarInt(headerCount);
     bodySizes[i] = body;
     batchLength += sizeOfVarInt(body) + body;
   }
-  return { firstTimestamp, maxTimestamp, deltas, bodySizes, batchLength };
+  return { firstTimestamp, maxTimestamp, deltas, bodySizes, headerCounts, batchLength };
 }
 
 /** The Produce request body (v3–v7) for `args`, or null when kafkajs' own encoder must do it. */
@@ -269,9 +310,7 @@ export function encodeProduceBody(args: ProduceArgs, now = Date.now()): Buffer |
         w.varBytes(m.key);
         w.varBytes(m.value);
         const headers = m.headers as Record<string, string | Buffer> | undefined;
-        let count = 0;
-        for (const _ in headers) count++;
-        w.varInt(count);
+        w.varInt(plan.headerCounts[i]!);
         for (const k in headers) {
           w.varBytes(k);
           w.varBytes(headers[k]);

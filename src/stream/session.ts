@@ -143,6 +143,9 @@ export class ReplicationSession {
       {
         onData: (at, data) => this.#onData(at, data),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
+        onStart: ({ stableBuffers }) => {
+          this.#decoder.keepViews = stableBuffers;
+        },
       },
     );
     // Errors surface through the race below; this only marks the promise as handled.
