@@ -6,7 +6,9 @@ import { READ_COLUMNS } from './decoder.ts';
 import { type Lsn, readLsn } from './lsn.ts';
 
 /** Copy-both sub-message tags (protocol-replication.html). */
-const XLOG_DATA = 0x77; // 'w'
+const XLOG_DATA = 0x77; // 'w': WAL start (8), WAL end (8), send time (8), then the plugin's message
+/** Bytes of XLogData before the plugin's message. */
+const XLOG_HEADER = 25;
 const KEEPALIVE = 0x6b; // 'k'
 const STANDBY_STATUS = 0x72; // 'r'
 
@@ -18,15 +20,21 @@ const PG_EPOCH_US = 946_684_800_000_000n;
 
 export interface StreamHandlers {
   /**
-   * One pgoutput message. `data` stays valid for as long as anyone holds it when the stream is
+   * One pgoutput message, in data[start, end), after its XLogData header (walStartOf reads the
+   * header's WAL position). `data` stays valid for as long as anyone holds it when the stream is
    * read by a CopyReader (onStart's `stableBuffers`); otherwise only during the call (pg's parser
    * reuses its buffer).
    */
-  onData(walStart: Lsn, data: Buffer): void;
+  onData(data: Buffer, start: number, end: number): void;
   /** Right before START_REPLICATION goes out: how the stream will be read. */
   onStart?(info: { binary: boolean; stableBuffers: boolean }): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
+}
+
+/** The WAL start of the XLogData whose message StreamHandlers.onData got at `start`. */
+export function walStartOf(data: Buffer, start: number): Lsn {
+  return readLsn(data, start - XLOG_HEADER + 1);
 }
 
 /** pgoutput's `binary` option (values in their types' binary send formats) exists from PostgreSQL 14 on. */
@@ -139,12 +147,12 @@ export class ReplicationConnection {
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
     this.#binary = await binaryPossible(this.#client, opts.publication);
     const connection = this.#connection;
-    const onCopyData = (chunk: Buffer) => {
-      const tag = chunk[0];
+    const onCopyData = (chunk: Buffer, start: number, end: number) => {
+      const tag = chunk[start];
       if (tag === XLOG_DATA) {
-        handlers.onData(readLsn(chunk, 1), chunk.subarray(25));
+        handlers.onData(chunk, start + XLOG_HEADER, end);
       } else if (tag === KEEPALIVE) {
-        handlers.onKeepalive(readLsn(chunk, 1), chunk[17] === 1);
+        handlers.onKeepalive(readLsn(chunk, start + 1), chunk[start + 17] === 1);
       }
     };
     // The connection is idle (its last query ended): from here on the socket's bytes go through a
@@ -166,7 +174,7 @@ export class ReplicationConnection {
         }
       });
       stableBuffers = reader.stable;
-    } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk));
+    } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
     handlers.onStart?.({ binary: this.#binary, stableBuffers });
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)

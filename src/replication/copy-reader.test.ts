@@ -42,7 +42,8 @@ function read(stream: Buffer, cuts: number[]): { got: Delivery[]; views: Buffer[
   const got: Delivery[] = [];
   const views: Buffer[] = [];
   const reader = new CopyReader(
-    (m) => {
+    (bytes, start, end) => {
+      const m = bytes.subarray(start, end);
       views.push(m);
       got.push(['copy', m.toString('hex')]);
     },

@@ -1,7 +1,8 @@
 /**
  * Splits the bytes of a replication connection into the server's messages while the copy
  * stream runs (protocol.html, "Message Formats": a type byte, then an int32 length that counts
- * itself). CopyData ('d') goes to `onCopyData` as a view of the bytes it arrived in; every other
+ * itself). CopyData ('d') goes to `onCopyData` as the bytes it arrived in and its place in them
+ * (`bytes[start, end)`: no view to allocate per message); every other
  * message (CopyBothResponse, ErrorResponse, NoticeResponse, CopyDone, CommandComplete,
  * ReadyForQuery, …) goes, whole and in order, to `forward` — pg's own parser, so the query and
  * its errors end as before.
@@ -15,13 +16,16 @@
  */
 export class CopyReader {
   readonly stable = true;
-  readonly #onCopyData: (message: Buffer) => void;
+  readonly #onCopyData: (bytes: Buffer, start: number, end: number) => void;
   readonly #forward: (bytes: Buffer) => void;
   /** A message that spans socket reads: its bytes so far (the 5-byte header first, then all of it). */
   #partial: Buffer | null = null;
   #filled = 0;
 
-  constructor(onCopyData: (message: Buffer) => void, forward: (bytes: Buffer) => void) {
+  constructor(
+    onCopyData: (bytes: Buffer, start: number, end: number) => void,
+    forward: (bytes: Buffer) => void,
+  ) {
     this.#onCopyData = onCopyData;
     this.#forward = forward;
   }
@@ -41,7 +45,7 @@ export class CopyReader {
           this.#forward(chunk.subarray(forwardFrom, off));
           forwardFrom = -1;
         }
-        this.#onCopyData(chunk.subarray(off + HEADER, end));
+        this.#onCopyData(chunk, off + HEADER, end);
       } else if (forwardFrom < 0) forwardFrom = off;
       off = end;
     }
@@ -73,7 +77,7 @@ export class CopyReader {
     taken += n;
     if (this.#filled === partial.length) {
       this.#partial = null;
-      if (partial[0] === COPY_DATA) this.#onCopyData(partial.subarray(HEADER));
+      if (partial[0] === COPY_DATA) this.#onCopyData(partial, HEADER, partial.length);
       else this.#forward(partial);
     }
     return taken;

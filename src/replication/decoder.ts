@@ -36,6 +36,8 @@ export class OutboxDecoder {
    * CopyReader): a bytea value is then a view of its message, not a copy.
    */
   keepViews = false;
+  /** What decode() returns for an event: one object, reused (no wrapper to allocate per row). */
+  readonly #event: { kind: 'event'; event: OutboxEvent } = { kind: 'event', event: undefined as never };
   /** readOutboxValues' output, reused for every row (each event takes the values it needs). */
   readonly #values: unknown[] = new Array(READ_COLUMNS.length);
 
@@ -44,20 +46,26 @@ export class OutboxDecoder {
     this.#table = table;
   }
 
-  decode(data: Buffer): Decoded {
-    const tag = data[0];
-    if (tag === INSERT || tag === UPDATE || tag === DELETE) return this.#change(tag, data);
+  /**
+   * The pgoutput message in data[start, end) (all of `data` by default). The object returned for
+   * an event is reused by the next call: take its `event` before decoding the next message.
+   */
+  decode(data: Buffer, start = 0, end = data.length): Decoded {
+    const tag = data[start];
+    if (tag === INSERT || tag === UPDATE || tag === DELETE) return this.#change(tag, data, start, end);
     // BEGIN and COMMIT (one of each per transaction) straight from the message: the library would
     // format both LSNs as text only for them to be parsed back.
-    if (tag === BEGIN && data.length >= 21) {
-      this.#commitLsn = data.readBigUInt64BE(1);
-      this.#commitTimeMs = unixMs(data.readUInt32BE(9), data.readUInt32BE(13));
-      this.#xid = data.readUInt32BE(17);
+    if (tag === BEGIN && end - start >= 21) {
+      this.#commitLsn = data.readBigUInt64BE(start + 1);
+      this.#commitTimeMs = unixMs(data.readUInt32BE(start + 9), data.readUInt32BE(start + 13));
+      this.#xid = data.readUInt32BE(start + 17);
       return { kind: 'begin', commitLsn: this.#commitLsn, commitTimeMs: this.#commitTimeMs, xid: this.#xid };
     }
-    if (tag === COMMIT && data.length >= 26) return { kind: 'commit', endLsn: data.readBigUInt64BE(10) };
+    if (tag === COMMIT && end - start >= 26)
+      return { kind: 'commit', endLsn: data.readBigUInt64BE(start + 10) };
+    const whole = start === 0 && end === data.length ? data : data.subarray(start, end);
     // biome-ignore lint/suspicious/noExplicitAny: the parser's message union is loosely typed.
-    const msg: any = this.#parser.parse(data);
+    const msg: any = this.#parser.parse(whole);
     switch (msg.tag) {
       case 'begin':
         this.#commitLsn = msg.commitLsn ? parseLsn(msg.commitLsn) : 0n;
@@ -96,16 +104,17 @@ export class OutboxDecoder {
   }
 
   /** INSERT, UPDATE, DELETE (protocol 1: tag, relation OID, tuples). The publication sends inserts only. */
-  #change(tag: number, data: Buffer): Decoded {
+  #change(tag: number, data: Buffer, start: number, end: number): Decoded {
     if (tag !== INSERT) return { kind: 'ignored' };
-    const oid = data.length >= 5 ? data.readInt32BE(1) : 0;
+    const oid = end - start >= 5 ? data.readInt32BE(start + 1) : 0;
     const outbox = this.#outbox.get(oid);
     if (outbox) {
       const v = this.#values;
-      if (!readOutboxValues(data, outbox, v, this.keepViews))
+      if (!readOutboxValues(data, outbox, v, this.keepViews, start, end))
         throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
       // A row's values are judged later, per event (route/row-check.ts).
-      return { kind: 'event', event: eventOf(v, this.#commitLsn, this.#commitTimeMs, this.#xid) };
+      this.#event.event = eventOf(v, this.#commitLsn, this.#commitTimeMs, this.#xid);
+      return this.#event;
     }
     const other = this.#others.get(oid);
     if (other === undefined)
@@ -223,7 +232,7 @@ export class TextMemo {
 
 /**
  * An INSERT (protocol 1: 'I', relation OID, 'N', tuple) into the outbox table, read straight from
- * the message into `v` (FIELD's slots; a column the table lacks stays undefined). Only the
+ * data[from, to) into `v` (FIELD's slots; a column the table lacks stays undefined). Only the
  * columns the relay reads are decoded. A text value ('t') is parsed by the same pg type parser
  * pg-logical-replication would use, without a TextDecoder pass and a Buffer view per column; a
  * bytea in hex format is hex-decoded without going through a UTF-8 string. A binary value ('b',
@@ -238,13 +247,16 @@ export function readOutboxValues(
   rel: OutboxRelation,
   v: unknown[],
   keepViews = false,
+  from = 0,
+  to = data.length,
 ): boolean {
-  if (data.length < 8 || data[5] !== NEW_TUPLE) return false;
-  const n = data.readInt16BE(6);
+  if (to - from < 8 || data[from + 5] !== NEW_TUPLE) return false;
+  const n = data.readInt16BE(from + 6);
   if (n !== rel.field.length) return false;
   v.fill(undefined);
-  let p = 8;
+  let p = from + 8;
   for (let i = 0; i < n; i++) {
+    if (p >= to) return false;
     const kind = data[p];
     const f = rel.field[i]!;
     if (kind === NULL) {
@@ -252,11 +264,11 @@ export function readOutboxValues(
       p += 1;
       continue;
     }
-    if ((kind !== TEXT && kind !== BINARY) || p + 5 > data.length) return false;
+    if ((kind !== TEXT && kind !== BINARY) || p + 5 > to) return false;
     const len = data.readInt32BE(p + 1);
     const start = p + 5;
     const end = start + len;
-    if (len < 0 || end > data.length) return false;
+    if (len < 0 || end > to) return false;
     p = end;
     if (f < 0) continue;
     const typeOid = rel.typeOid[i]!;
@@ -268,7 +280,7 @@ export function readOutboxValues(
       v[f] = Buffer.from(data.toString('latin1', start + 2, end), 'hex');
     } else v[f] = rel.parser[i]!(utf8Text(data, start, end));
   }
-  return p === data.length;
+  return p === to;
 }
 
 /** readOutboxValues as an OutboxRow, or null for a malformed message. */

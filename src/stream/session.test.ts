@@ -114,10 +114,19 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** An XLogData carrying `msg`, as StreamHandlers.onData gets it: the bytes and the message's place. */
+function xlog(walStart: bigint, msg: Buffer): [Buffer, number, number] {
+  const header = Buffer.alloc(25);
+  header[0] = 0x77;
+  header.writeBigUInt64BE(walStart, 1);
+  const data = Buffer.concat([header, msg]);
+  return [data, 25, data.length];
+}
+
 describe('replication session: logical decoding messages (heartbeat)', () => {
   it('confirms a non-transactional message position with no keepalive from the server', async () => {
     const s = await startSession(0x1000n);
-    s.h.onData(0x2000n, message(0x2000n, false));
+    s.h.onData(...xlog(0x2000n, message(0x2000n, false)));
     expect(s.conn.flushed).toContain(0x2000n);
     expect(s.session.confirmedLsn).toBe(0x2000n);
     s.stop.abort();
@@ -126,9 +135,9 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
 
   it('ignores transactional messages (they belong to their transaction) and never moves backwards', async () => {
     const s = await startSession(0x3000n);
-    s.h.onData(0x4000n, message(0x4000n, true));
+    s.h.onData(...xlog(0x4000n, message(0x4000n, true)));
     expect(s.session.confirmedLsn).toBe(0x3000n);
-    s.h.onData(0x2000n, message(0x2000n, false));
+    s.h.onData(...xlog(0x2000n, message(0x2000n, false)));
     expect(s.session.confirmedLsn).toBe(0x3000n);
     expect(s.conn.flushed.every((f) => f === 0x3000n)).toBe(true);
     s.stop.abort();
@@ -137,10 +146,10 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
 
   it('a heartbeat after an empty transaction confirms past both; the transaction alone confirms its end', async () => {
     const s = await startSession(0x1000n);
-    s.h.onData(0x1800n, begin(0x1900n));
-    s.h.onData(0x1900n, commit(0x1900n, 0x1950n));
+    s.h.onData(...xlog(0x1800n, begin(0x1900n)));
+    s.h.onData(...xlog(0x1900n, commit(0x1900n, 0x1950n)));
     expect(s.session.confirmedLsn).toBe(0x1950n);
-    s.h.onData(0x5000n, message(0x5000n, false));
+    s.h.onData(...xlog(0x5000n, message(0x5000n, false)));
     expect(s.session.confirmedLsn).toBe(0x5000n);
     expect(s.conn.flushed.at(-1)).toBe(0x5000n);
     s.stop.abort();
@@ -153,7 +162,7 @@ describe('replication session: nothing escapes the replication callback', () => 
     const s = await startSession(0x1000n);
     // A truncated BEGIN: the parser throws. Thrown out of onData, it would reach pg's socket
     // handler and end the process (then crash-loop on the same message).
-    expect(() => s.h.onData(0x1800n, Buffer.from([0x42, 0x00]))).not.toThrow();
+    expect(() => s.h.onData(...xlog(0x1800n, Buffer.from([0x42, 0x00])))).not.toThrow();
     await expect(s.done).rejects.toMatchObject({
       code: 'DATABASE_UNAVAILABLE',
       message: expect.stringMatching(/could not process the replication message at 0\/1800/),

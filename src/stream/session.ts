@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import type { BatchTracer } from '../observability/tracing.ts';
 import { AckTracker } from '../replication/ack-tracker.ts';
-import { ReplicationConnection } from '../replication/connection.ts';
+import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
@@ -57,6 +57,9 @@ export class ReplicationSession {
   readonly #abort = new AbortController();
   #conn: ReplicationConnection | null = null;
   #received: Lsn;
+  /** The last XLogData message (its bytes and where its pgoutput message starts), not yet in #received. */
+  #lastData: Buffer | null = null;
+  #lastStart = 0;
   #lastSentFlush: Lsn = -1n;
   #inflightBytes = 0;
   #paused = false;
@@ -141,7 +144,7 @@ export class ReplicationSession {
     const streamDone = conn.stream(
       { slot: c.slot, publication: c.publication, messages: c.heartbeatIntervalMs > 0 },
       {
-        onData: (at, data) => this.#onData(at, data),
+        onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
         onStart: ({ stableBuffers }) => {
           this.#decoder.keepViews = stableBuffers;
@@ -218,23 +221,25 @@ export class ReplicationSession {
    * after the restart (a crash loop). A row's values cannot throw (tryRoute is the per-event
    * exception boundary); anything else ends the session with an error.
    */
-  #onData(walStart: Lsn, data: Buffer): void {
+  #onData(data: Buffer, start: number, end: number): void {
     try {
-      this.#onMessage(walStart, data);
+      this.#onMessage(data, start, end);
     } catch (e) {
       this.fail(
         new RelayError(
           ErrorCode.DATABASE_UNAVAILABLE,
-          `could not process the replication message at ${formatLsn(walStart)}: ${errorMessage(e)}`,
+          `could not process the replication message at ${formatLsn(walStartOf(data, start))}: ${errorMessage(e)}`,
           { retriable: true, cause: e },
         ),
       );
     }
   }
 
-  #onMessage(walStart: Lsn, data: Buffer): void {
-    if (walStart > this.#received) this.#received = walStart;
-    const d = this.#decoder.decode(data);
+  #onMessage(data: Buffer, start: number, end: number): void {
+    // The position received is read from the last message only when a status update reports it.
+    this.#lastData = data;
+    this.#lastStart = start;
+    const d = this.#decoder.decode(data, start, end);
     switch (d.kind) {
       case 'begin':
         this.#lastBeginLsn = d.commitLsn;
@@ -352,6 +357,11 @@ export class ReplicationSession {
     const conn = this.#conn;
     if (!conn) return;
     const flush = this.#tracker.confirmable;
+    if (this.#lastData) {
+      const w = walStartOf(this.#lastData, this.#lastStart);
+      if (w > this.#received) this.#received = w;
+      this.#lastData = null;
+    }
     try {
       conn.sendStatus(this.#received, flush, replyRequested);
     } catch {
@@ -475,18 +485,23 @@ export class ReplicationSession {
     for (let attempt = 1; ; attempt++) {
       if (signal.aborted) return null;
       const startMs = Date.now();
-      const events = messages.map((m) => m.event);
       try {
         const t0 = performance.now();
         await sink.publish(messages);
         metrics.publishBatchSeconds.observe((performance.now() - t0) / 1000);
-        this.#d.tracer?.record({ events, outcome: 'published', startMs, endMs: Date.now() });
+        this.#d.tracer?.record({ messages, outcome: 'published', startMs, endMs: Date.now() });
         outages.recovered('broker');
         metrics.brokerOutage.set(0);
         return true;
       } catch (e) {
         const cls = sink.classify(e);
-        this.#d.tracer?.record({ events, outcome: 'failed', startMs, endMs: Date.now(), error: cls.reason });
+        this.#d.tracer?.record({
+          messages,
+          outcome: 'failed',
+          startMs,
+          endMs: Date.now(),
+          error: cls.reason,
+        });
         if (cls.class === 'permanent') return cls;
         metrics.transientErrors.inc({ dependency: 'broker', reason: cls.reason });
         metrics.brokerOutage.set(1);
@@ -586,23 +601,40 @@ export class ReplicationSession {
       this.#invisibleSince = null;
     }
     const now = Date.now();
-    const perTopic = new Map<string, number>();
-    batch.forEach((p, i) => {
+    // Runs of events with the same topic and the same lag (a transaction's) are counted once each.
+    let topic = '';
+    let published = 0;
+    let lagMs = -1;
+    let lagged = 0;
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i]!;
       const o = outcomes[i]!;
       const e = p.message.event;
       this.#tracker.settle(p.txn);
       this.#inflightBytes -= p.message.bytes;
       if (o === PUBLISHED) {
-        perTopic.set(p.message.topic, (perTopic.get(p.message.topic) ?? 0) + 1);
-        metrics.endToEndLagSeconds.observe(Math.max(0, now - e.commitTimeMs) / 1000);
+        if (p.message.topic !== topic) {
+          if (published > 0) metrics.eventsPublished.inc({ topic }, published);
+          topic = p.message.topic;
+          published = 0;
+        }
+        published++;
+        const lag = Math.max(0, now - e.commitTimeMs);
+        if (lag !== lagMs) {
+          if (lagged > 0) metrics.endToEndLagSeconds.observe(lagMs / 1000, lagged);
+          lagMs = lag;
+          lagged = 0;
+        }
+        lagged++;
       } else if (o === PARKED) {
         logOutcome(log, e, p.message.topic, 0, 'parked');
       } else {
         metrics.failures.eventsFailed.inc({ reason: o.failed.reason });
         logOutcome(log, e, p.message.topic, 1, 'retry', o.failed);
       }
-    });
-    for (const [topic, n] of perTopic) metrics.eventsPublished.inc({ topic }, n);
+    }
+    if (published > 0) metrics.eventsPublished.inc({ topic }, published);
+    if (lagged > 0) metrics.endToEndLagSeconds.observe(lagMs / 1000, lagged);
     // Updated per settled batch, not per decoded event (the per-event path stays lean).
     metrics.inflightEvents.set(this.#tracker.unsettled);
     this.#applyBackpressure();

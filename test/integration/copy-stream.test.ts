@@ -56,7 +56,7 @@ describe('the copy stream, read by CopyReader', () => {
     );
     expect(Number(count!.n)).toBe(rows);
     const [wal] = await db.query<{ end: string }>('SELECT pg_current_wal_lsn()::text AS end');
-    const end = wal!.end;
+    const walEnd = parseLsn(wal!.end);
 
     const conn = await ReplicationConnection.open(db.url);
     const decoder = new OutboxDecoder('public', 'outbox');
@@ -72,12 +72,12 @@ describe('the copy stream, read by CopyReader', () => {
               stable = stableBuffers;
               decoder.keepViews = stableBuffers;
             },
-            onData: (_at, data) => {
-              const d = decoder.decode(data);
+            onData: (data, start, end) => {
+              const d = decoder.decode(data, start, end);
               if (d.kind === 'event') events.push(d.event);
               if (d.kind === 'commit') {
                 lastCommit = d.endLsn;
-                if (lastCommit >= parseLsn(end)) resolve();
+                if (lastCommit >= walEnd) resolve();
               }
             },
             onKeepalive: () => {},
