@@ -5,6 +5,7 @@
  * with message.timestamp.type=LogAppendTime, so the broker stamps it when it appends). Both
  * clocks are this machine's.
  */
+import { writeFileSync } from 'node:fs';
 import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { payload, SINGLE, seqOf } from './backlog.ts';
@@ -109,6 +110,14 @@ export async function measureLive(
     while (received < total && Date.now() < deadline) await sleep(50);
     const lat: number[] = [];
     for (let i = 0; i < total; i++) if (!Number.isNaN(appendAt[i]!)) lat.push(appendAt[i]! - commitAt[i]!);
+    // BENCH_LIVE_DUMP=file: every event's commit and append time (ms since the epoch), to line a
+    // latency tail up with the GC logs of the relay (--trace-gc) and the broker (gc.log).
+    if (process.env.BENCH_LIVE_DUMP) {
+      const lines = ['seq,commit_ms,append_ms,latency_ms'];
+      for (let i = 0; i < total; i++)
+        lines.push(`${i},${commitAt[i]!.toFixed(3)},${appendAt[i]},${(appendAt[i]! - commitAt[i]!).toFixed(3)}`);
+      writeFileSync(process.env.BENCH_LIVE_DUMP, `${lines.join('\n')}\n`);
+    }
     return {
       dist: distribution(lat),
       achievedRate: w.written / w.seconds,

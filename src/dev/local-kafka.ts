@@ -486,6 +486,8 @@ export class LocalKafkaCluster {
         `-Xms${Math.min(256, this.#heapMb)}m`,
         '-XX:+UseG1GC',
         '-XX:MaxGCPauseMillis=20',
+        // The JVM's collections, with wall-clock times, beside server.log (pauses explain latency tails).
+        `-Xlog:gc:file=${join(nodeDir, 'gc.log')}:time,uptime:filecount=2,filesize=10m`,
         '-Djava.awt.headless=true',
         logConfig,
         '-cp',

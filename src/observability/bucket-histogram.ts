@@ -13,6 +13,8 @@ export class BucketHistogram {
   readonly help: string;
   readonly type = 'histogram';
   readonly aggregator = 'sum';
+  /** prom-client's metrics list their label names (none here). */
+  readonly labelNames: readonly string[] = [];
   readonly #bounds: readonly number[];
   /** Observations per bucket (not cumulative); the last one is +Inf's own. */
   readonly #counts: Float64Array;
