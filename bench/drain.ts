@@ -16,6 +16,7 @@
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --live-seconds 60
  *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium]
  */
+import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
@@ -217,6 +218,10 @@ async function main() {
     report.print();
   } finally {
     for (const c of cleanup.reverse()) await c().catch(() => {});
+    // With BENCH_LIVE_DUMP, the broker's GC log goes beside the dump (the broker's directory goes).
+    const gcLog = join(ROOT, '.tmp', `bench-kafka-${process.pid}`, 'node-1', 'gc.log');
+    if (process.env.BENCH_LIVE_DUMP && existsSync(gcLog))
+      copyFileSync(gcLog, `${process.env.BENCH_LIVE_DUMP}.broker-gc.log`);
     await admin.disconnect().catch(() => {});
     await broker.destroy();
     await db.end();

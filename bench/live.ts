@@ -67,9 +67,24 @@ export async function paceWriter(
   return { written: total, seconds: took };
 }
 
-export type LiveResult = { dist: Dist; achievedRate: number; missing: number; duplicates: number };
+export type LiveResult = {
+  dist: Dist;
+  /** The warm-up's events (not in dist): the first ones to a fresh topic and a fresh producer. */
+  warmup: Dist;
+  achievedRate: number;
+  missing: number;
+  duplicates: number;
+};
 
-/** One live run against whatever relays `type`'s rows into `topic` (already running and streaming). */
+/** Seconds of the live writer before the measured ones: the same rate, not counted. */
+export const LIVE_WARMUP_SECONDS = 2;
+
+/**
+ * One live run against whatever relays `type`'s rows into `topic` (already running and
+ * streaming): LIVE_WARMUP_SECONDS of writing first, whose events are reported apart — the first
+ * send to a topic fetches its metadata and runs the publish path for the first time (lazily
+ * compiled code, in the relay and the broker) — then `seconds` measured.
+ */
 export async function measureLive(
   kafka: Kafka,
   url: string,
@@ -78,7 +93,8 @@ export async function measureLive(
   rate: number,
   seconds: number,
 ): Promise<LiveResult> {
-  const total = Math.round(rate * seconds);
+  const skip = Math.round(rate * LIVE_WARMUP_SECONDS);
+  const total = skip + Math.round(rate * seconds);
   const commitAt = new Float64Array(total).fill(Number.NaN);
   const appendAt = new Float64Array(total).fill(Number.NaN);
   let received = 0;
@@ -103,23 +119,28 @@ export async function measureLive(
   });
   await waitAssigned(consumer);
   try {
-    const w = await paceWriter(url, type, rate, seconds, (seq, at) => {
+    const w = await paceWriter(url, type, rate, LIVE_WARMUP_SECONDS + seconds, (seq, at) => {
       commitAt[seq] = at;
     });
     const deadline = Date.now() + 60_000;
     while (received < total && Date.now() < deadline) await sleep(50);
     const lat: number[] = [];
-    for (let i = 0; i < total; i++) if (!Number.isNaN(appendAt[i]!)) lat.push(appendAt[i]! - commitAt[i]!);
+    const warm: number[] = [];
+    for (let i = 0; i < total; i++)
+      if (!Number.isNaN(appendAt[i]!)) (i < skip ? warm : lat).push(appendAt[i]! - commitAt[i]!);
     // BENCH_LIVE_DUMP=file: every event's commit and append time (ms since the epoch), to line a
     // latency tail up with the GC logs of the relay (--trace-gc) and the broker (gc.log).
     if (process.env.BENCH_LIVE_DUMP) {
       const lines = ['seq,commit_ms,append_ms,latency_ms'];
       for (let i = 0; i < total; i++)
-        lines.push(`${i},${commitAt[i]!.toFixed(3)},${appendAt[i]},${(appendAt[i]! - commitAt[i]!).toFixed(3)}`);
+        lines.push(
+          `${i},${commitAt[i]!.toFixed(3)},${appendAt[i]},${(appendAt[i]! - commitAt[i]!).toFixed(3)}`,
+        );
       writeFileSync(process.env.BENCH_LIVE_DUMP, `${lines.join('\n')}\n`);
     }
     return {
       dist: distribution(lat),
+      warmup: distribution(warm),
       achievedRate: w.written / w.seconds,
       missing: total - received,
       duplicates,

@@ -12,6 +12,7 @@ import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
+import { noDelaySocketFactory } from './kafka-socket.ts';
 import { kafkaWithLinearGrouping } from './kafkajs-linear-grouping.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
@@ -112,6 +113,7 @@ export class KafkaSink implements Sink {
       connectionTimeout: 5000,
       requestTimeout: c.kafkaRequestTimeoutMs,
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
+      socketFactory: noDelaySocketFactory,
       logLevel: logLevel.WARN,
       logCreator: logCreator(log.child({ component: 'kafkajs' })),
     });
