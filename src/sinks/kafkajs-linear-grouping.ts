@@ -32,7 +32,9 @@ export function groupMessagesPerPartition({
 }): Record<string, Message[]> {
   if (partitionMetadata.length === 0) return {};
   const result: Record<string, Message[]> = {};
-  for (const message of messages) {
+  // An indexed loop: once per batch, too seldom for V8 to optimize an iterator away.
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
     const partition = partitioner({ topic, partitionMetadata, message });
     const list = result[partition];
     if (list) list.push(message);

@@ -73,12 +73,14 @@ export function installProduceEncoder(): boolean {
       const kafkajsEncode = built.request.encode;
       if ((args.compression ?? NONE) !== NONE || typeof kafkajsEncode !== 'function') return built;
       built.request.encode = async () => {
-        const body = encodeProduceBody(args);
+        const body = encodeProduceBody(args, Date.now(), FRAMING_ROOM);
         if (!body) return kafkajsEncode();
-        // kafkajs' request framing copies from an Encoder (`buf`, `offset`); a 1-byte one, then ours.
+        // kafkajs' request framing copies from an Encoder (`buf`, `offset`); a 1-byte one, then
+        // ours, which carries the room in front of the body for the framing (see adoptInto).
         const e = new Encoder(1);
         e.buf = body;
         e.offset = body.length;
+        (e as KafkajsEncoder & Framable)[ROOM] = FRAMING_ROOM;
         return e;
       };
       return built;
@@ -86,6 +88,55 @@ export function installProduceEncoder(): boolean {
   }) as ProduceDefinition['protocol'];
   wrapped[FAST] = true;
   produce.protocol = wrapped;
+  framingWithoutCopies(Encoder);
   installed = true;
   return true;
 }
+
+const ROOM = Symbol.for('pg-outbox-relay.framingRoom');
+
+/** An Encoder whose `buf` has ROOM free bytes in front of it, in the same ArrayBuffer. */
+interface Framable {
+  [ROOM]?: number;
+}
+
+/**
+ * Bytes left in front of a Produce body: the request framing kafkajs writes before it (size 4,
+ * api key 2, api version 2, correlation id 4, client id 2 + its bytes). 64 covers a client id
+ * of up to 50 bytes; a longer one is framed by kafkajs' copies, as before.
+ */
+const FRAMING_ROOM = 64;
+
+/**
+ * kafkajs frames every request (src/protocol/request.js) as
+ * `new Encoder().writeInt32(size).writeEncoder(new Encoder().writeInt16(apiKey)…writeEncoder(body))`:
+ * each writeEncoder copies what it is given into a zero-filled buffer of the next power of two.
+ * For a 900 kB Produce body that is two 1 MB copies and two 2 MB zero-fills per request, and
+ * 4 MB of buffers for the garbage collector to count. When the encoder written is one of ours
+ * (it has room in front) and what was written before it fits there, writeEncoder instead writes
+ * those few bytes into the room and takes the body's buffer over, room shrunk by as much: the
+ * same bytes, no copy of the body. Every other writeEncoder is kafkajs' own.
+ */
+function framingWithoutCopies(Encoder: new (size?: number) => KafkajsEncoder): void {
+  const proto = Encoder.prototype as KafkajsEncoder & {
+    writeEncoder(this: KafkajsEncoder & Framable, value: KafkajsEncoder & Framable): unknown;
+    [ADOPTING]?: true;
+  };
+  if (proto[ADOPTING] || typeof proto.writeEncoder !== 'function') return;
+  const writeEncoder = proto.writeEncoder;
+  proto.writeEncoder = function (this: KafkajsEncoder & Framable, value: KafkajsEncoder & Framable) {
+    const room = value?.[ROOM];
+    if (room === undefined || this.offset > room || !Buffer.isBuffer(value.buf))
+      return writeEncoder.call(this, value);
+    const head = this.offset;
+    const whole = Buffer.from(value.buf.buffer, value.buf.byteOffset - head, head + value.offset);
+    this.buf.copy(whole, 0, 0, head);
+    this.buf = whole;
+    this.offset = head + value.offset;
+    this[ROOM] = room - head;
+    return this;
+  };
+  proto[ADOPTING] = true;
+}
+
+const ADOPTING = Symbol.for('pg-outbox-relay.framingWithoutCopies');

@@ -133,4 +133,49 @@ describe('installProduceEncoder', () => {
     const gzBuilt = produce.protocol({ version: 7 })(gz);
     expect((await gzBuilt.request.encode()).buffer.length).toBeGreaterThan(0);
   });
+
+  it("frames a request as kafkajs' request.js does, without copying the body (short and long client ids)", async () => {
+    expect(installProduceEncoder()).toBe(true);
+    const createRequest = require('kafkajs/src/protocol/request.js') as (o: {
+      correlationId: number;
+      clientId: string;
+      request: { apiKey: number; apiVersion: number; encode: () => Promise<unknown> };
+    }) => Promise<{ buffer: Buffer; buf: Buffer }>;
+    const now = 1_763_000_000_000;
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    for (const clientId of ['pg-outbox-relay', 'x'.repeat(49), 'y'.repeat(51), 'é'.repeat(30)]) {
+      for (let n = 0; n < 10; n++) {
+        const a = args(now);
+        const built = produce.protocol({ version: 7 })(a);
+        let ours: Buffer | undefined;
+        const encode = async () => {
+          const e = (await built.request.encode()) as unknown as { buf: Buffer };
+          ours = e.buf;
+          return e;
+        };
+        const framed = await createRequest({
+          correlationId: 42 + n,
+          clientId,
+          request: { apiKey: 0, apiVersion: 7, encode },
+        });
+        // The same request framed around kafkajs' own body.
+        const body = await kafkajsBytes(7, a);
+        const expected = await createRequest({
+          correlationId: 42 + n,
+          clientId,
+          request: {
+            apiKey: 0,
+            apiVersion: 7,
+            encode: async () => ({ buf: body, offset: body.length, buffer: body }),
+          },
+        });
+        expect(framed.buffer.equals(expected.buffer)).toBe(true);
+        // A short client id fits the room in front of the body: the framed request is written
+        // around the body, in its buffer; a long one is framed by kafkajs' copies.
+        const fits = 14 + Buffer.byteLength(clientId) <= 64;
+        expect(framed.buf.buffer === ours!.buffer).toBe(fits);
+        if (fits) expect(framed.buf.byteOffset + framed.buffer.length).toBe(ours!.byteOffset + ours!.length);
+      }
+    }
+  });
 });

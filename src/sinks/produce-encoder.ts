@@ -96,8 +96,10 @@ class Writer {
   readonly buf: Buffer;
   off = 0;
 
-  constructor(size: number) {
-    this.buf = Buffer.allocUnsafe(size);
+  /** `size` bytes to write, after `headroom` bytes left for the caller (buf is a view past them). */
+  constructor(size: number, headroom = 0) {
+    this.buf =
+      headroom > 0 ? Buffer.allocUnsafe(headroom + size).subarray(headroom) : Buffer.allocUnsafe(size);
   }
 
   int8(v: number): void {
@@ -174,8 +176,8 @@ function timestampRange(messages: ProduceMessage[], now: number): [unknown, unkn
   let lo = Number.POSITIVE_INFINITY;
   let hi = Number.NEGATIVE_INFINITY;
   let numeric = true;
-  for (const m of messages) {
-    const t = m.timestamp;
+  for (let i = 0; i < messages.length; i++) {
+    const t = messages[i]!.timestamp;
     if (t === null || t === undefined) continue;
     if (typeof t !== 'number' || !(t >= 1e12 && t < 1e13)) {
       numeric = false;
@@ -189,8 +191,8 @@ function timestampRange(messages: ProduceMessage[], now: number): [unknown, unkn
   let last: unknown;
   let firstS = '';
   let lastS = '';
-  for (const m of messages) {
-    const t = m.timestamp;
+  for (let i = 0; i < messages.length; i++) {
+    const t = messages[i]!.timestamp;
     if (t === null || t === undefined) continue;
     const s = String(t);
     if (first === undefined || s < firstS) {
@@ -252,8 +254,13 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
   return { firstTimestamp, maxTimestamp, deltas, bodySizes, headerCounts, batchLength };
 }
 
-/** The Produce request body (v3–v7) for `args`, or null when kafkajs' own encoder must do it. */
-export function encodeProduceBody(args: ProduceArgs, now = Date.now()): Buffer | null {
+/**
+ * The Produce request body (v3–v7) for `args`, or null when kafkajs' own encoder must do it.
+ * With `headroom`, the body starts that many bytes into a larger buffer (its `.buffer` …
+ * `byteOffset` show them): room for the request's framing in front, written without a copy
+ * (kafkajs-produce-hook.ts).
+ */
+export function encodeProduceBody(args: ProduceArgs, now = Date.now(), headroom = 0): Buffer | null {
   const producerId = toBigInt(args.producerId);
   if (producerId === null) return null;
   const plans: PartitionPlan[][] = [];
@@ -271,7 +278,7 @@ export function encodeProduceBody(args: ProduceArgs, now = Date.now()): Buffer |
     plans.push(topicPlans);
   }
 
-  const w = new Writer(size);
+  const w = new Writer(size, headroom);
   w.string(args.transactionalId);
   w.int16(args.acks);
   w.int32(args.timeout);
