@@ -21,16 +21,16 @@ function textualCached(contentType: string): boolean {
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const NEWLINE = 0x0a;
 
-/** Strings this long or shorter are copied by a JavaScript loop; longer ones by Buffer#latin1Write. */
-const SHORT = 32;
+/** Strings this long or shorter are checked and copied by a JavaScript loop, longer ones natively. */
+const SHORT = 64;
 
 /**
  * Writes NDJSON lines into one growing buffer: no string per line, no string for the batch, no
- * UTF-8 pass over either. A string that JSON would not escape (printable ASCII without `"` and
- * `\`: ids, topics, header names, most keys and values) is copied as its bytes; any other goes
- * through JSON.stringify. The output is byte for byte JSON.stringify's (a test compares).
+ * UTF-8 pass over either. The line's fixed parts are bytes encoded once; a string that JSON
+ * would not escape (printable ASCII without `"` and `\`: ids, topics, header names, most keys
+ * and values) is copied as it is, checked in the same pass; any other goes through
+ * JSON.stringify. The output is byte for byte JSON.stringify's (a test compares).
  */
 class LineWriter {
   buf: Buffer;
@@ -47,6 +47,16 @@ class LineWriter {
     this.buf = grown;
   }
 
+  /** Bytes encoded once (the line's fixed parts). */
+  bytes(b: Uint8Array): void {
+    const n = b.length;
+    this.ensure(n);
+    const out = this.buf;
+    let o = this.off;
+    for (let i = 0; i < n; i++) out[o++] = b[i]!;
+    this.off = o;
+  }
+
   /** ASCII text that needs no escaping, as is. */
   ascii(s: string): void {
     const n = s.length;
@@ -59,14 +69,27 @@ class LineWriter {
     } else this.off += this.buf.write(s, this.off, n, 'latin1');
   }
 
-  /** A JSON string literal. */
+  /** A JSON string literal: copied while it needs no escaping, else JSON.stringify's. */
   string(s: string): void {
-    if (plain(s)) {
-      this.ensure(s.length + 2);
-      this.buf[this.off++] = QUOTE;
-      this.ascii(s);
-      this.buf[this.off++] = QUOTE;
-    } else this.utf8(JSON.stringify(s));
+    const n = s.length;
+    if (n > SHORT) {
+      this.utf8(JSON.stringify(s));
+      return;
+    }
+    this.ensure(n + 2);
+    const b = this.buf;
+    let o = this.off;
+    b[o++] = QUOTE;
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x20 || c > 0x7e || c === QUOTE || c === BACKSLASH) {
+        this.utf8(JSON.stringify(s)); // from this.off again: what the loop wrote is overwritten
+        return;
+      }
+      b[o++] = c;
+    }
+    b[o++] = QUOTE;
+    this.off = o;
   }
 
   utf8(s: string): void {
@@ -89,14 +112,20 @@ class LineWriter {
   }
 }
 
-/** Printable ASCII without `"` and `\`: JSON.stringify would write it as it is. */
-function plain(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === QUOTE || c === BACKSLASH) return false;
-  }
-  return true;
-}
+/** The line's fixed parts, encoded once. */
+const fixed = (s: string) => Buffer.from(s, 'latin1');
+const OPEN_TOPIC = fixed('{"topic":');
+const KEY = fixed(',"key":');
+const HEADERS = fixed(',"headers":{');
+const VALUE = fixed('},"value":');
+const NULL_VALUE = fixed('null,"value_encoding":null');
+const UTF8_ENCODING = fixed(',"value_encoding":"utf8"');
+const BASE64_ENCODING = fixed('","value_encoding":"base64"');
+const TIMESTAMP = fixed(',"timestamp":"');
+const EVENT_ID = fixed('","event_id":');
+const ID = fixed(',"id":');
+const LSN = fixed(',"lsn":"');
+const CLOSE = fixed('"}\n');
 
 /** The last second's ISO text up to the seconds (`YYYY-MM-DDTHH:MM:SS`): events of a batch share it. */
 let isoSecond = Number.NaN;
@@ -133,14 +162,15 @@ function lsnText(lsn: Lsn): string {
  */
 export function encodeLines(batch: readonly OutboundMessage[]): Buffer {
   let estimate = 0;
-  for (const m of batch) estimate += 2 * (m.value?.length ?? 0) + 400;
+  for (let i = 0; i < batch.length; i++) estimate += 2 * (batch[i]!.value?.length ?? 0) + 400;
   const w = new LineWriter(estimate);
-  for (const m of batch) {
-    w.ascii('{"topic":');
+  for (let i = 0; i < batch.length; i++) {
+    const m = batch[i]!;
+    w.bytes(OPEN_TOPIC);
     w.string(m.topic);
-    w.ascii(',"key":');
+    w.bytes(KEY);
     w.string(m.key);
-    w.ascii(',"headers":{');
+    w.bytes(HEADERS);
     let first = true;
     for (const k in m.headers) {
       if (!Object.hasOwn(m.headers, k)) continue;
@@ -152,28 +182,27 @@ export function encodeLines(batch: readonly OutboundMessage[]): Buffer {
       if (typeof value === 'string') w.string(value);
       else w.utf8(JSON.stringify(value)); // not the relay's own (its header values are strings)
     }
-    w.ascii('},"value":');
+    w.bytes(VALUE);
     const v = m.value;
-    if (v === null) w.ascii('null,"value_encoding":null');
+    if (v === null) w.bytes(NULL_VALUE);
     // The message's content type, not the row's: an envelope-protobuf value is binary whatever the payload.
     else if (textualCached(m.headers['content-type'] ?? m.event.contentType)) {
       w.utf8Bytes(v);
-      w.ascii(',"value_encoding":"utf8"');
+      w.bytes(UTF8_ENCODING);
     } else {
       w.byte(QUOTE);
       w.ascii(v.toString('base64'));
-      w.ascii('","value_encoding":"base64"');
+      w.bytes(BASE64_ENCODING);
     }
-    w.ascii(',"timestamp":"');
+    w.bytes(TIMESTAMP);
     w.ascii(isoTimestamp(m.timestamp));
-    w.ascii('","event_id":');
+    w.bytes(EVENT_ID);
     w.string(m.event.eventId);
-    w.ascii(',"id":');
+    w.bytes(ID);
     w.string(m.event.id);
-    w.ascii(',"lsn":"');
+    w.bytes(LSN);
     w.ascii(lsnText(m.event.lsn));
-    w.ascii('"}');
-    w.byte(NEWLINE);
+    w.bytes(CLOSE);
   }
   return w.buf.subarray(0, w.off);
 }
