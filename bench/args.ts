@@ -6,6 +6,7 @@ const { values } = parseArgs({
     rows: { type: 'string', default: '100000' },
     'txn-rows': { type: 'string', default: '100' },
     'txn-backlog': { type: 'string', default: '100000' },
+    rounds: { type: 'string', default: '3' },
     'big-rows': { type: 'string', default: '200000' },
     'live-rate': { type: 'string', default: '2000' },
     'live-seconds': { type: 'string', default: '60' },
@@ -32,6 +33,8 @@ export const args = {
   txnRows: int('txn-rows'),
   /** Backlog of single-row transactions. */
   txnBacklog: int('txn-backlog'),
+  /** Rounds of each drain (pg_recvlogical, relay → stdout, relay → Kafka); the median round counts. */
+  rounds: Math.max(1, int('rounds')),
   /** Rows of the one big transaction whose peak RSS is measured (0: skip). */
   bigRows: int('big-rows'),
   liveRate: int('live-rate'),

@@ -13,7 +13,7 @@
  *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency.
  * The last line printed is one JSON object with every figure.
  *
- *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --live-seconds 60
+ *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium]
  */
 import { copyFileSync, existsSync } from 'node:fs';
@@ -33,7 +33,7 @@ import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, machineNote } from './proc.ts';
 import { drainRecvlogical } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
-import { Report } from './report.ts';
+import { type BulkRound, Report, type TxnRound } from './report.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PUBLICATION = 'outbox_pub';
@@ -88,11 +88,11 @@ async function main() {
     // Backlogs: each drain's slot exists before its backlog; the single-row backlog comes after
     // the bulk one's end LSN and has slots of its own.
     if (a.peer) await db.query(`CREATE PUBLICATION dbz_pub FOR TABLE outbox WITH (publish = 'insert')`);
+    const rounds = Array.from({ length: a.rounds }, (_, r) => r);
     await createSlots(db, [
-      'b_recv',
-      'b_stdout',
+      ...rounds.flatMap((r) => [`b_recv_${r}`, `b_stdout_${r}`, `b_kafka_${r}`]),
       'b_kafka_cold',
-      'b_kafka',
+      'b_kafka_warm',
       ...(a.peer ? ['b_debezium'] : []),
     ]);
     let t0 = performance.now();
@@ -101,7 +101,10 @@ async function main() {
     report.note(
       `bulk backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s (end ${endBulk})`,
     );
-    await createSlots(db, ['t_recv', 't_kafka']);
+    await createSlots(
+      db,
+      rounds.flatMap((r) => [`t_recv_${r}`, `t_kafka_${r}`]),
+    );
     t0 = performance.now();
     await insertSingles(server.url, 'Txn', a.txnBacklog);
     const endTxn = await currentLsn(db);
@@ -111,40 +114,47 @@ async function main() {
     for (const topic of ['outbox.event.Bulk', 'outbox.event.Txn'])
       await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
 
-    // 1. Bulk drains.
-    const recvBulk = await drainRecvlogical(server, ctx, 'b_recv', endBulk, PUBLICATION);
-    report.note(`pg_recvlogical ${recvBulk.options.join(' ')} (the relay's pgoutput options)`);
-    await dropSlot(db, 'b_recv');
-    const stdoutBulk = await drainRelay(server.url, ctx, 'b_stdout', endBulk, ['--sink', 'stdout']);
-    await dropSlot(db, 'b_stdout');
-    // Into Kafka twice: first into a broker that has served no produce yet (its JIT compiles the
-    // produce path meanwhile, 2 – 2.5 × the broker CPU per event of a warm one), then the figure.
-    const kafkaDrain = async (slot: string): Promise<Drain> => {
+    // 1. Bulk drains, in rounds: pg_recvlogical, the relay → stdout and the relay → Kafka one after
+    // the other, so each round's ratios compare drains minutes apart at most; the figures are the
+    // median round's (one drain alone moved ±10 % with the machine's other work).
+    // Into Kafka first twice to warm the broker up: the first drain, into a broker that has served
+    // no produce yet, is reported apart ('broker cold': its JIT compiles the produce path meanwhile,
+    // 2 – 2.5 × the broker CPU per event of a warm one); the second was still 20 – 25 % slower
+    // than the ones after it.
+    const kafkaDrain = async (slot: string, end: string, topic: string, rows: number): Promise<Drain> => {
       await resetStatus(db);
-      const base = await stored(admin, 'outbox.event.Bulk');
-      const d = await drainRelay(server.url, ctx, slot, endBulk, kafkaArgs);
+      const base = await stored(admin, topic);
+      const d = await drainRelay(server.url, ctx, slot, end, kafkaArgs);
       await dropSlot(db, slot);
-      const bulkStored = (await stored(admin, 'outbox.event.Bulk')) - base;
-      if (bulkStored < a.rows)
-        throw new Error(`the broker holds ${bulkStored} Bulk records, expected ${a.rows}`);
+      const held = (await stored(admin, topic)) - base;
+      if (held < rows) throw new Error(`the broker holds ${held} records of ${topic}, expected ${rows}`);
       return d;
     };
-    const kafkaCold = await kafkaDrain('b_kafka_cold');
-    const kafkaBulk = await kafkaDrain('b_kafka');
-    report.bulk(a.rows, recvBulk, stdoutBulk, kafkaCold, kafkaBulk);
-
-    // 2. Single-row transactions.
-    if (a.txnBacklog > 0) {
-      const recvTxn = await drainRecvlogical(server, ctx, 't_recv', endTxn, PUBLICATION);
-      await dropSlot(db, 't_recv');
+    const kafkaCold = await kafkaDrain('b_kafka_cold', endBulk, 'outbox.event.Bulk', a.rows);
+    await kafkaDrain('b_kafka_warm', endBulk, 'outbox.event.Bulk', a.rows);
+    const bulk: BulkRound[] = [];
+    for (const r of rounds) {
+      const recv = await drainRecvlogical(server, ctx, `b_recv_${r}`, endBulk, PUBLICATION);
+      if (r === 0) report.note(`pg_recvlogical ${recv.options.join(' ')} (the relay's pgoutput options)`);
+      await dropSlot(db, `b_recv_${r}`);
       await resetStatus(db);
-      const base = await stored(admin, 'outbox.event.Txn');
-      const kafkaTxn = await drainRelay(server.url, ctx, 't_kafka', endTxn, kafkaArgs);
-      await dropSlot(db, 't_kafka');
-      const txnStored = (await stored(admin, 'outbox.event.Txn')) - base;
-      if (txnStored < a.txnBacklog)
-        throw new Error(`the broker holds ${txnStored} Txn records, expected ${a.txnBacklog}`);
-      report.txn(a.txnBacklog, recvTxn, kafkaTxn);
+      const stdout = await drainRelay(server.url, ctx, `b_stdout_${r}`, endBulk, ['--sink', 'stdout']);
+      await dropSlot(db, `b_stdout_${r}`);
+      const kafka = await kafkaDrain(`b_kafka_${r}`, endBulk, 'outbox.event.Bulk', a.rows);
+      bulk.push({ recv, stdout, kafka });
+    }
+    report.bulk(a.rows, bulk, kafkaCold);
+
+    // 2. Single-row transactions, in rounds as well.
+    if (a.txnBacklog > 0) {
+      const txn: TxnRound[] = [];
+      for (const r of rounds) {
+        const recv = await drainRecvlogical(server, ctx, `t_recv_${r}`, endTxn, PUBLICATION);
+        await dropSlot(db, `t_recv_${r}`);
+        const kafka = await kafkaDrain(`t_kafka_${r}`, endTxn, 'outbox.event.Txn', a.txnBacklog);
+        txn.push({ recv, kafka });
+      }
+      report.txn(a.txnBacklog, txn);
     }
 
     // 3. The peer, on the same backlogs (its slot was created with ours), then live.

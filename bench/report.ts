@@ -24,6 +24,26 @@ function pgSplit(pg: PgCpu, events: number): string {
   return `walsender ${us(pg.walsender, events).toFixed(1)} µs, statements ${us(pg.statements, events).toFixed(1)} µs, background ${us(pg.background, events).toFixed(1)} µs`;
 }
 
+type RecvDrain = { seconds: number; pg: PgCpu };
+export type BulkRound = { recv: RecvDrain; stdout: Drain; kafka: Drain };
+export type TxnRound = { recv: RecvDrain; kafka: Drain };
+
+/** The drain of median duration (the upper one of an even count). */
+function medianDrain<D extends { seconds: number }>(drains: D[]): D {
+  return [...drains].sort((a, b) => a.seconds - b.seconds)[Math.floor(drains.length / 2)]!;
+}
+
+function roundsLine(events: number, rounds: Record<string, { seconds: number }>[]): string {
+  return rounds
+    .map(
+      (r, i) =>
+        `${i + 1}: ${Object.entries(r)
+          .map(([path, d]) => `${path} ${fmtInt(events / d.seconds)}`)
+          .join(', ')}`,
+    )
+    .join('; ');
+}
+
 export class Report {
   readonly #json: Record<string, Value> = {};
   #recvBulkRate = 0;
@@ -40,24 +60,21 @@ export class Report {
   }
 
   /**
-   * `kafkaCold` is the same drain into a broker that has not served a produce since it started
-   * (its JIT compiles the produce path meanwhile); `kafka`, run after it, is the figure: a
-   * production broker is warm.
+   * Each path's figures are its median drain over the rounds. `kafkaCold` is the same drain into
+   * a broker that had not served a produce since it started (its JIT compiles the produce path
+   * meanwhile); the rounds, run after it, are the figures: a production broker is warm.
    */
-  bulk(
-    rows: number,
-    recv: { seconds: number; pg: PgCpu },
-    stdout: Drain,
-    kafkaCold: Drain,
-    kafka: Drain,
-  ): void {
+  bulk(rows: number, rounds: BulkRound[], kafkaCold: Drain): void {
+    const recv = medianDrain(rounds.map((r) => r.recv));
+    const stdout = medianDrain(rounds.map((r) => r.stdout));
+    const kafka = medianDrain(rounds.map((r) => r.kafka));
     const rRecv = rows / recv.seconds;
     const rStdout = rows / stdout.seconds;
     const rKafka = rows / kafka.seconds;
     const rCold = rows / kafkaCold.seconds;
     this.#recvBulkRate = rRecv;
     this.#kafkaBulkRate = rKafka;
-    console.log(`\n## Drain: bulk backlog (${fmtInt(rows)} rows)`);
+    console.log(`\n## Drain: bulk backlog (${fmtInt(rows)} rows), median of ${rounds.length} rounds`);
     table(
       [
         'path',
@@ -113,8 +130,9 @@ export class Report {
         `pg_recvlogical's walsender: ${us(recv.pg.walsender, rows).toFixed(1)} µs/event. Relay seconds run from "streaming from the slot" to confirmed_flush_lsn ≥ end ` +
         `(with process start: stdout ${stdout.withStartup.toFixed(2)} s, kafka ${kafka.withStartup.toFixed(2)} s). ` +
         `The Kafka broker spent ${us(kafka.brokerCpuSeconds, rows).toFixed(1)} µs/event during the Kafka drain; the relay was busy ${((kafka.cpuSeconds / kafka.seconds) * 100).toFixed(0)} % of the drain's wall time. ` +
-        `"Broker cold": the same drain, first, into a broker that had not served a produce since it started (${us(kafkaCold.brokerCpuSeconds, rows).toFixed(1)} µs/event of broker CPU while its JIT compiles); the figures are the second, warm one.`,
+        `"Broker cold": the same drain, first, into a broker that had not served a produce since it started (${us(kafkaCold.brokerCpuSeconds, rows).toFixed(1)} µs/event of broker CPU while its JIT compiles); the figures are the warm ones after it.`,
     );
+    console.log(`\nRounds (events/s): ${roundsLine(rows, rounds)}`);
     Object.assign(this.#json, {
       rows,
       recvlogical_bulk_events_per_s: Math.round(rRecv),
@@ -137,14 +155,21 @@ export class Report {
       pg_overhead_vs_decode: ratio(overhead),
       recvlogical_walsender_cpu_us_per_event: round(us(recv.pg.walsender, rows)),
       stdout_pg_overhead_vs_decode: ratio(stdout.pg.statements / stdout.pg.walsender),
+      bulk_rounds: rounds.map((r) => ({
+        recvlogical: Math.round(rows / r.recv.seconds),
+        stdout: Math.round(rows / r.stdout.seconds),
+        kafka: Math.round(rows / r.kafka.seconds),
+      })),
     });
   }
 
-  txn(count: number, recv: { seconds: number; pg: PgCpu }, kafka: Drain): void {
+  txn(count: number, rounds: TxnRound[]): void {
+    const recv = medianDrain(rounds.map((r) => r.recv));
+    const kafka = medianDrain(rounds.map((r) => r.kafka));
     const rRecv = count / recv.seconds;
     const rKafka = count / kafka.seconds;
     this.#kafkaTxnRate = rKafka;
-    console.log(`\n## Drain: single-row transactions (${fmtInt(count)})`);
+    console.log(`\n## Drain: single-row transactions (${fmtInt(count)}), median of ${rounds.length} rounds`);
     table(
       ['path', 'events/s', 'seconds', 'vs pg_recvlogical', 'relay CPU/event', 'PG CPU/event'],
       [
@@ -166,7 +191,12 @@ export class Report {
       kafka_vs_recvlogical_txn: ratio(rKafka / rRecv),
       kafka_txn_relay_cpu_us_per_event: round(us(kafka.cpuSeconds, count)),
       txn_pg_overhead_vs_decode: ratio(kafka.pg.statements / kafka.pg.walsender),
+      txn_rounds: rounds.map((r) => ({
+        recvlogical: Math.round(count / r.recv.seconds),
+        kafka: Math.round(count / r.kafka.seconds),
+      })),
     });
+    console.log(`\nRounds (events/s): ${roundsLine(count, rounds)}`);
   }
 
   live(rate: number, seconds: number, r: LiveResult, relayCpu: number): void {
