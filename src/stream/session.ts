@@ -6,7 +6,7 @@ import type { FailedRow, OutboxStore, StreamedRow } from '../lifecycle/outbox-st
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import type { BatchTracer } from '../observability/tracing.ts';
-import { AckTracker } from '../replication/ack-tracker.ts';
+import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
@@ -629,11 +629,19 @@ export class ReplicationSession {
     let published = 0;
     let lagMs = -1;
     let lagged = 0;
+    // A transaction's events are settled together (they are consecutive in a batch).
+    let txn: TxnEntry | null = null;
+    let ofTxn = 0;
     for (let i = 0; i < batch.length; i++) {
       const p = batch[i]!;
       const o = outcomes[i]!;
       const e = p.message.event;
-      this.#tracker.settle(p.txn);
+      if (p.txn !== txn) {
+        if (txn) this.#tracker.settle(txn, ofTxn);
+        txn = p.txn;
+        ofTxn = 0;
+      }
+      ofTxn++;
       this.#inflightBytes -= p.message.bytes;
       if (o === PUBLISHED) {
         if (p.message.topic !== topic) {
@@ -656,6 +664,7 @@ export class ReplicationSession {
         logOutcome(log, e, p.message.topic, 1, 'retry', o.failed);
       }
     }
+    if (txn) this.#tracker.settle(txn, ofTxn);
     if (published > 0) metrics.eventsPublished.inc({ topic }, published);
     if (lagged > 0) metrics.endToEndLagSeconds.observe(lagMs / 1000, lagged);
     // Updated per settled batch, not per decoded event (the per-event path stays lean).
