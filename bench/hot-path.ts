@@ -18,6 +18,7 @@ import { keepTimestampMicroseconds } from '../src/route/timestamptz.ts';
 import { CachedDefaultPartitioner } from '../src/sinks/key-partitioner.ts';
 import { encodeLines } from '../src/sinks/ndjson.ts';
 import { encodeProduceBody, type ProduceMessage } from '../src/sinks/produce-encoder.ts';
+import { Binary, begin, commit, insert, int32, OUTBOX_COLUMNS, relation } from '../test/support/pgoutput.ts';
 
 const { values } = parseArgs({
   options: {
@@ -32,97 +33,50 @@ const ROUNDS = Number(values.rounds);
 const PER_TXN = 100;
 const OID = 16390;
 
-const int32 = (v: number) => {
-  const b = Buffer.alloc(4);
-  b.writeInt32BE(v);
-  return b;
-};
-const cstr = (s: string) => Buffer.concat([Buffer.from(s), Buffer.from([0])]);
-
 /** The migrated outbox table's columns, in order (sql/), with their type OIDs. */
 const COLUMNS: [string, number][] = [
-  ['id', 20],
-  ['event_id', 2950],
-  ['aggregate_type', 25],
-  ['aggregate_id', 25],
-  ['event_type', 25],
-  ['payload', 17],
-  ['content_type', 25],
-  ['headers', 3802],
-  ['traceparent', 25],
-  ['created_at', 1184],
-  ['status', 25],
-  ['attempts', 23],
+  ...OUTBOX_COLUMNS,
   ['next_attempt_at', 1184],
   ['last_error', 25],
   ['published_at', 1184],
 ];
 
-function relation(): Buffer {
-  const parts = [Buffer.from([0x52]), int32(OID), cstr('public'), cstr('outbox'), Buffer.from([0x64])];
-  const n = Buffer.alloc(2);
-  n.writeInt16BE(COLUMNS.length);
-  parts.push(n);
-  for (const [name, type] of COLUMNS) parts.push(Buffer.from([0]), cstr(name), int32(type), int32(-1));
-  return Buffer.concat(parts);
-}
-
-function insert(i: number): Buffer {
+/** Row i of the bulk backlog, every value in binary format. */
+function row(i: number): Buffer {
   const id = Buffer.alloc(8);
   id.writeBigInt64BE(BigInt(i + 1));
   const created = Buffer.alloc(8);
   created.writeBigInt64BE(BigInt(Date.UTC(2026, 10, 24) - Date.UTC(2000, 0, 1) + i) * 1000n + 123n);
   const uuid = Buffer.alloc(16);
   for (let k = 0; k < 16; k++) uuid[k] = (i * 31 + k * 7) & 0xff;
-  const values: (Buffer | null)[] = [
-    id,
-    uuid,
-    Buffer.from('Bulk'),
-    Buffer.from(`agg-${i % 1000}`),
-    Buffer.from('BenchEvent'),
-    Buffer.from(String(i).padStart(500, 'x')),
-    Buffer.from('application/json'),
-    Buffer.from([1, 0x7b, 0x7d]), // jsonb '{}'
+  const b = (x: Buffer | string) => new Binary(Buffer.isBuffer(x) ? x : Buffer.from(x));
+  return insert(OID, [
+    b(id),
+    b(uuid),
+    b('Bulk'),
+    b(`agg-${i % 1000}`),
+    b('BenchEvent'),
+    b(String(i).padStart(500, 'x')),
+    b('application/json'),
+    b(Buffer.from([1, 0x7b, 0x7d])), // jsonb '{}'
     null,
-    created,
-    Buffer.from('pending'),
-    int32(0),
+    b(created),
+    b('pending'),
+    b(int32(0)),
     null,
     null,
     null,
-  ];
-  const n = Buffer.alloc(2);
-  n.writeInt16BE(values.length);
-  const parts: Buffer[] = [Buffer.from([0x49]), int32(OID), Buffer.from([0x4e]), n];
-  for (const v of values) {
-    if (v === null) parts.push(Buffer.from([0x6e]));
-    else parts.push(Buffer.from([0x62]), int32(v.length), v);
-  }
-  return Buffer.concat(parts);
+  ]);
 }
 
-function begin(xid: number): Buffer {
-  const b = Buffer.alloc(21);
-  b[0] = 0x42;
-  b.writeBigUInt64BE(0x1900000n + BigInt(xid) * 0x10000n, 1);
-  b.writeBigUInt64BE(849_000_000_000_000n, 9);
-  b.writeUInt32BE(xid, 17);
-  return b;
-}
+const lsnOf = (txn: number) => 0x1900000n + BigInt(txn) * 0x10000n;
 
-function commit(xid: number): Buffer {
-  const b = Buffer.alloc(26);
-  b[0] = 0x43;
-  b.writeBigUInt64BE(0x1900000n + BigInt(xid) * 0x10000n, 2);
-  b.writeBigUInt64BE(0x1900000n + BigInt(xid) * 0x10000n + 8n, 10);
-  return b;
-}
-
-const messages: Buffer[] = [relation()];
+const messages: Buffer[] = [relation(OID, 'public', 'outbox', COLUMNS)];
 for (let i = 0; i < EVENTS; i++) {
-  if (i % PER_TXN === 0) messages.push(begin(1000 + i / PER_TXN));
-  messages.push(insert(i));
-  if (i % PER_TXN === PER_TXN - 1) messages.push(commit(1000 + (i - PER_TXN + 1) / PER_TXN));
+  const txn = Math.floor(i / PER_TXN);
+  if (i % PER_TXN === 0) messages.push(begin(lsnOf(txn), 849_000_000_000_000n, 1000 + txn));
+  messages.push(row(i));
+  if (i % PER_TXN === PER_TXN - 1) messages.push(commit(lsnOf(txn), lsnOf(txn) + 8n));
 }
 
 const route = routeConfigOf({ topicTemplate: 'outbox.event.{aggregate_type}', topicOverrides: {} });

@@ -1,87 +1,25 @@
 import pg from 'pg';
 import { PgoutputPlugin } from 'pg-logical-replication';
 import { describe, expect, it } from 'vitest';
+import {
+  Binary,
+  begin,
+  commit,
+  insert,
+  OUTBOX_COLUMNS,
+  relation,
+  type Value,
+} from '../../test/support/pgoutput.ts';
 import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert } from './decoder.ts';
 import { parseLsn } from './lsn.ts';
-
-/** pgoutput BEGIN (protocol 1): final LSN, commit time, xid. */
-function begin(xid: number): Buffer {
-  const b = Buffer.alloc(21);
-  b.writeUInt8(0x42, 0);
-  b.writeBigUInt64BE(0x1900n, 1);
-  b.writeBigInt64BE(0n, 9);
-  b.writeUInt32BE(xid, 17);
-  return b;
-}
 
 describe('OutboxDecoder', () => {
   it("carries BEGIN's xid as an unsigned 32-bit number (the parser reads it signed)", () => {
     const d = new OutboxDecoder('public', 'outbox');
-    expect(d.decode(begin(1234))).toMatchObject({ kind: 'begin', xid: 1234 });
-    expect(d.decode(begin(0xfffffff0))).toMatchObject({ kind: 'begin', xid: 0xfffffff0 });
+    expect(d.decode(begin(0x1900n, 0n, 1234))).toMatchObject({ kind: 'begin', xid: 1234 });
+    expect(d.decode(begin(0x1900n, 0n, 0xfffffff0))).toMatchObject({ kind: 'begin', xid: 0xfffffff0 });
   });
 });
-
-/** pgoutput RELATION (protocol 1). */
-function relation(oid: number, schema: string, table: string, columns: [string, number][]): Buffer {
-  const parts: Buffer[] = [Buffer.from([0x52]), int32(oid), cstr(schema), cstr(table), Buffer.from([0x64])];
-  const n = Buffer.alloc(2);
-  n.writeInt16BE(columns.length);
-  parts.push(n);
-  for (const [name, type] of columns) parts.push(Buffer.from([0]), cstr(name), int32(type), int32(-1));
-  return Buffer.concat(parts);
-}
-
-/** A value in binary format ('b'). */
-class Binary {
-  readonly bytes: Buffer;
-  constructor(bytes: Buffer) {
-    this.bytes = bytes;
-  }
-}
-
-type Value = Buffer | string | Binary | null;
-
-/** pgoutput INSERT (protocol 1); a value is text bytes, binary bytes, or null. */
-function insert(oid: number, values: Value[]): Buffer {
-  const n = Buffer.alloc(2);
-  n.writeInt16BE(values.length);
-  const parts: Buffer[] = [Buffer.from([0x49]), int32(oid), Buffer.from([0x4e]), n];
-  for (const v of values) {
-    if (v === null) parts.push(Buffer.from([0x6e]));
-    else if (v instanceof Binary) parts.push(Buffer.from([0x62]), int32(v.bytes.length), v.bytes);
-    else {
-      const b = Buffer.isBuffer(v) ? v : Buffer.from(v, 'utf8');
-      parts.push(Buffer.from([0x74]), int32(b.length), b);
-    }
-  }
-  return Buffer.concat(parts);
-}
-
-function int32(v: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeInt32BE(v);
-  return b;
-}
-
-function cstr(s: string): Buffer {
-  return Buffer.concat([Buffer.from(s, 'utf8'), Buffer.from([0])]);
-}
-
-const OUTBOX_COLUMNS: [string, number][] = [
-  ['id', 20],
-  ['event_id', 2950],
-  ['aggregate_type', 25],
-  ['aggregate_id', 25],
-  ['event_type', 25],
-  ['payload', 17],
-  ['content_type', 25],
-  ['headers', 3802],
-  ['traceparent', 25],
-  ['created_at', 1184],
-  ['status', 25],
-  ['attempts', 23],
-];
 
 function row(over: Partial<Record<string, Value>> = {}): Value[] {
   const base: Record<string, Value> = {
@@ -201,22 +139,6 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
 
 describe('BEGIN and COMMIT, read straight from the message', () => {
   const lib = new PgoutputPlugin({ protoVersion: 1, publicationNames: [] });
-  const begin = (lsn: bigint, timeUs: bigint, xid: number) => {
-    const b = Buffer.alloc(21);
-    b[0] = 0x42;
-    b.writeBigUInt64BE(lsn, 1);
-    b.writeBigUInt64BE(timeUs, 9);
-    b.writeUInt32BE(xid, 17);
-    return b;
-  };
-  const commit = (lsn: bigint, end: bigint, timeUs: bigint) => {
-    const b = Buffer.alloc(26);
-    b[0] = 0x43;
-    b.writeBigUInt64BE(lsn, 2);
-    b.writeBigUInt64BE(end, 10);
-    b.writeBigUInt64BE(timeUs, 18);
-    return b;
-  };
   const cases: [bigint, bigint, number][] = [
     [0n, 0n, 0],
     [0x16b3748n, 849_000_000_123_456n, 1234],

@@ -6,6 +6,7 @@
  */
 import type pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { begin, commit } from '../../test/support/pgoutput.ts';
 import { loadConfig } from '../config/load.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
@@ -55,24 +56,6 @@ function message(lsn: Lsn, transactional: boolean, prefix = 'pg-outbox-relay-hea
   content.copy(b, o);
   return b;
 }
-function begin(finalLsn: Lsn): Buffer {
-  const b = Buffer.alloc(21);
-  b.writeUInt8(0x42, 0); // 'B'
-  b.writeBigUInt64BE(finalLsn, 1);
-  b.writeBigInt64BE(0n, 9);
-  b.writeInt32BE(1234, 17);
-  return b;
-}
-function commit(commitLsn: Lsn, endLsn: Lsn): Buffer {
-  const b = Buffer.alloc(26);
-  b.writeUInt8(0x43, 0); // 'C'
-  b.writeUInt8(0, 1);
-  b.writeBigUInt64BE(commitLsn, 2);
-  b.writeBigUInt64BE(endLsn, 10);
-  b.writeBigInt64BE(0n, 18);
-  return b;
-}
-
 async function startSession(startLsn: Lsn) {
   const conn = new ScriptedConnection();
   vi.spyOn(ReplicationConnection, 'open').mockResolvedValue(conn as unknown as ReplicationConnection);
@@ -146,7 +129,7 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
 
   it('a heartbeat after an empty transaction confirms past both; the transaction alone confirms its end', async () => {
     const s = await startSession(0x1000n);
-    s.h.onData(...xlog(0x1800n, begin(0x1900n)));
+    s.h.onData(...xlog(0x1800n, begin(0x1900n, 0n, 1234)));
     s.h.onData(...xlog(0x1900n, commit(0x1900n, 0x1950n)));
     expect(s.session.confirmedLsn).toBe(0x1950n);
     s.h.onData(...xlog(0x5000n, message(0x5000n, false)));
