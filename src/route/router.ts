@@ -191,23 +191,41 @@ export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   };
 }
 
+/** Why a row cannot become a message (routeEvent's value for it): permanent for that event. */
+export class RouteFailure {
+  readonly error: string;
+  readonly reason: RouteReason;
+
+  constructor(error: string, reason: RouteReason) {
+    this.error = error;
+    this.reason = reason;
+  }
+}
+
 /**
- * route(), with an unroutable row as a value: its reason, permanent for that event. The
- * exception boundary of the per-event path: whatever a row holds, this never throws — a crash
- * on a row would be a crash loop, since the slot sends the row again.
+ * route(), with an unroutable row as a value: a RouteFailure with its reason, permanent for that
+ * event. The exception boundary of the per-event path: whatever a row holds, this never throws —
+ * a crash on a row would be a crash loop, since the slot sends the row again. The message itself
+ * otherwise (no wrapper object per event).
  */
+export function routeEvent(event: OutboxEvent, cfg: RouteConfig): OutboundMessage | RouteFailure {
+  try {
+    return route(event, cfg);
+  } catch (e) {
+    if (e instanceof RouteError) return new RouteFailure(e.message, e.reason);
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    return new RouteFailure(
+      `the row cannot be turned into a message (${text.slice(0, 500)}). Fix: check the row's values against docs/outbox-table.md, correct the row and \`outbox-relay events resend <id>\` (or discard it); report it if the values look valid`,
+      'ROW_UNEXPECTED',
+    );
+  }
+}
+
+/** routeEvent's result as `{ message }` or `{ error, reason }` (the sweeper's and slot recovery's form). */
 export function tryRoute(
   event: OutboxEvent,
   cfg: RouteConfig,
 ): { message: OutboundMessage } | { error: string; reason: RouteReason } {
-  try {
-    return { message: route(event, cfg) };
-  } catch (e) {
-    if (e instanceof RouteError) return { error: e.message, reason: e.reason };
-    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-    return {
-      error: `the row cannot be turned into a message (${text.slice(0, 500)}). Fix: check the row's values against docs/outbox-table.md, correct the row and \`outbox-relay events resend <id>\` (or discard it); report it if the values look valid`,
-      reason: 'ROW_UNEXPECTED',
-    };
-  }
+  const r = routeEvent(event, cfg);
+  return r instanceof RouteFailure ? { error: r.error, reason: r.reason } : { message: r };
 }

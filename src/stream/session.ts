@@ -13,7 +13,7 @@ import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import type { OutageLog } from '../retry/outage-log.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
+import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import { type Classified, TOPIC_LEVEL_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { Heartbeat } from './heartbeat.ts';
@@ -258,12 +258,11 @@ export class ReplicationSession {
         if (this.#isRecorded(d.event.id)) return;
         if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(d.event.id)) return;
         const txn = this.#tracker.addEvent();
-        const routed = tryRoute(d.event, this.#route);
+        const routed = routeEvent(d.event, this.#route);
         // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
         const message: Pending['message'] =
-          'message' in routed
-            ? routed.message
-            : {
+          routed instanceof RouteFailure
+            ? {
                 topic: '',
                 key: '',
                 value: null,
@@ -271,9 +270,10 @@ export class ReplicationSession {
                 timestamp: 0,
                 event: d.event,
                 bytes: 0,
-              };
+              }
+            : routed;
         this.#queue.push(
-          'error' in routed
+          routed instanceof RouteFailure
             ? {
                 message,
                 txn,
@@ -447,39 +447,47 @@ export class ReplicationSession {
     const { config: c, blocked } = this.#d;
     const strict = c.ordering === 'strict';
     const outcomes: Outcome[] = new Array(batch.length);
-    const toSend: number[] = [];
     // Indexed loops: this runs once per batch, too seldom for V8 to optimize an iterator away.
-    for (let i = 0; i < batch.length; i++) {
-      const p = batch[i]!;
-      const e = p.message.event;
-      if (strict && hasAggregate(e) && blocked.has(e.aggregateType, e.aggregateId)) {
-        outcomes[i] = PARKED;
-        blocked.parkDecided(e.aggregateType, e.aggregateId);
-      } else if (p.routeError !== undefined) {
-        outcomes[i] = { failed: p.routeError };
-        if (strict && hasAggregate(e)) blocked.blockDecided(e.aggregateType, e.aggregateId);
-      } else {
-        toSend.push(i);
+    // toSend: the indexes sent — all of the batch (null) unless some event is decided before
+    // sending (a blocked aggregate's, an unroutable row).
+    let toSend: number[] | null = null;
+    if (blocked.size > 0 || batch.some((p) => p.routeError !== undefined)) {
+      toSend = [];
+      for (let i = 0; i < batch.length; i++) {
+        const p = batch[i]!;
+        const e = p.message.event;
+        if (strict && hasAggregate(e) && blocked.has(e.aggregateType, e.aggregateId)) {
+          outcomes[i] = PARKED;
+          blocked.parkDecided(e.aggregateType, e.aggregateId);
+        } else if (p.routeError !== undefined) {
+          outcomes[i] = { failed: p.routeError };
+          if (strict && hasAggregate(e)) blocked.blockDecided(e.aggregateType, e.aggregateId);
+        } else {
+          toSend.push(i);
+        }
       }
+      if (toSend.length === 0) return outcomes;
     }
-    if (toSend.length === 0) return outcomes;
-    const messages: OutboundMessage[] = new Array(toSend.length);
-    for (let k = 0; k < toSend.length; k++) messages[k] = batch[toSend[k]!]!.message;
+    const sent = toSend;
+    const messages: OutboundMessage[] = new Array(sent ? sent.length : batch.length);
+    for (let k = 0; k < messages.length; k++) messages[k] = batch[sent ? sent[k]! : k]!.message;
     const all = await this.#sendWithRetry(messages, signal);
     if (all === null) return null;
     if (all === true) {
-      for (let k = 0; k < toSend.length; k++) outcomes[toSend[k]!] = PUBLISHED;
+      if (sent) for (let k = 0; k < sent.length; k++) outcomes[sent[k]!] = PUBLISHED;
+      else outcomes.fill(PUBLISHED);
       return outcomes;
     }
+    const indexes = sent ?? batch.map((_, i) => i);
     // Some event of the batch is refused for good: find which, one at a time and in order,
     // so strict ordering can park the later events of a failed aggregate before they go out.
     // A refusal of the topic itself (missing, not authorized) in a batch for one topic is every
     // event's: sent one by one, each would be refused the same way, after ~1.4 s of kafkajs
     // metadata retries each.
-    const topic = batch[toSend[0]!]!.message.topic;
+    const topic = batch[indexes[0]!]!.message.topic;
     const topicWide =
-      TOPIC_LEVEL_KAFKA_TYPES.has(all.reason) && toSend.every((i) => batch[i]!.message.topic === topic);
-    for (const i of toSend) {
+      TOPIC_LEVEL_KAFKA_TYPES.has(all.reason) && indexes.every((i) => batch[i]!.message.topic === topic);
+    for (const i of indexes) {
       const m = batch[i]!.message;
       const e = m.event;
       if (strict && blocked.has(e.aggregateType, e.aggregateId)) {
