@@ -222,7 +222,7 @@ export class ReplicationSession {
   /**
    * The replication callback. Nothing may escape it: an exception here would leave the pg
    * connection's event handler and end the process, and the slot would send the same data again
-   * after the restart (a crash loop). A row's values cannot throw (tryRoute is the per-event
+   * after the restart (a crash loop). A row's values cannot throw (routeEvent is the per-event
    * exception boundary); anything else ends the session with an error.
    */
   #onData(data: Buffer, start: number, end: number): void {
@@ -468,17 +468,16 @@ export class ReplicationSession {
       }
       if (toSend.length === 0) return outcomes;
     }
-    const sent = toSend;
-    const messages: OutboundMessage[] = new Array(sent ? sent.length : batch.length);
-    for (let k = 0; k < messages.length; k++) messages[k] = batch[sent ? sent[k]! : k]!.message;
+    const messages: OutboundMessage[] = new Array(toSend ? toSend.length : batch.length);
+    for (let k = 0; k < messages.length; k++) messages[k] = batch[toSend ? toSend[k]! : k]!.message;
     const all = await this.#sendWithRetry(messages, signal);
     if (all === null) return null;
     if (all === true) {
-      if (sent) for (let k = 0; k < sent.length; k++) outcomes[sent[k]!] = PUBLISHED;
+      if (toSend) for (let k = 0; k < toSend.length; k++) outcomes[toSend[k]!] = PUBLISHED;
       else outcomes.fill(PUBLISHED);
       return outcomes;
     }
-    const indexes = sent ?? batch.map((_, i) => i);
+    const indexes = toSend ?? batch.map((_, i) => i);
     // Some event of the batch is refused for good: find which, one at a time and in order,
     // so strict ordering can park the later events of a failed aggregate before they go out.
     // A refusal of the topic itself (missing, not authorized) in a batch for one topic is every
