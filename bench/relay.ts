@@ -3,7 +3,8 @@
  * "streaming from the slot" log line until the slot's confirmed_flush_lsn passes the backlog's
  * end, i.e. until every event is acknowledged by the sink, marked and confirmed.
  * BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof") and BENCH_RELAY_ARGS (relay flags)
- * are passed through.
+ * are passed through; BENCH_RELAY_STDOUT=file keeps the relay's stdout (e.g. node's --trace-gc)
+ * instead of /dev/null.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';

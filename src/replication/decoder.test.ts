@@ -10,7 +10,8 @@ import {
   relation,
   type Value,
 } from '../../test/support/pgoutput.ts';
-import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert } from './decoder.ts';
+import { rowToEvent } from '../lifecycle/outbox-row.ts';
+import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert, unixMs } from './decoder.ts';
 import { parseLsn } from './lsn.ts';
 
 describe('OutboxDecoder', () => {
@@ -42,6 +43,9 @@ function row(over: Partial<Record<string, Value>> = {}): Value[] {
 const columns = outboxRelation(
   OUTBOX_COLUMNS.map(([n, t]) => ({ name: n, typeOid: t, parser: pg.types.getTypeParser(t) })),
 );
+
+/** A commit time (µs since 2000-01-01) for BEGIN. */
+const COMMIT_US = 849_000_000_123_456;
 
 describe('OutboxDecoder: INSERTs into the outbox table', () => {
   /** The library's reading of the same text message (the columns the relay reads), as the decoder did before its own INSERT path. */
@@ -76,13 +80,15 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
       const ins = insert(16390, row(over));
       const d = new OutboxDecoder('public', 'outbox');
       expect(d.decode(rel)).toEqual({ kind: 'ignored' });
+      expect(d.decode(begin(0x1900n, BigInt(COMMIT_US), 77))).toMatchObject({ kind: 'begin' });
       const fast = readOutboxInsert(ins, columns);
       expect(fast).not.toBeNull();
       expect(fast).toEqual(viaLibrary(rel, ins));
       const decoded = d.decode(ins);
       expect(decoded.kind).toBe('event');
-      expect(decoded.kind === 'event' && decoded.event.aggregateId).toEqual(
-        (fast as { aggregate_id: unknown }).aggregate_id,
+      // The decoder builds the event in place: the same as rowToEvent of the row, field by field.
+      expect(decoded.kind === 'event' && decoded.event).toEqual(
+        rowToEvent(fast!, 0x1900n, unixMs(Math.floor(COMMIT_US / 2 ** 32), COMMIT_US % 2 ** 32), 77),
       );
     });
   }
