@@ -6,6 +6,12 @@
  *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka] [--rounds 5] [--rows 100000]
  *                       [--a-node-args='--max-semi-space-size=16'] [--b-node-args=…]
  *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
+ *                       [--live 30 [--live-rate 2000]]
+ *
+ * --live SECONDS (Kafka): instead of bulk drains, live runs (bench/live.ts: a paced writer, commit
+ * → LogAppendTime) of each variant in turn on one broker, after the bulk warm-up drain and one
+ * uncounted 20 s live run: a latency tail moves by more between two runs than most changes move
+ * it, so only interleaved rounds compare.
  *
  * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
  * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
@@ -20,9 +26,11 @@ import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
+import { createLogAppendTopic, measureLive } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
-import { type Drain, drainRelay, type PgContext } from './relay.ts';
-import { median, us } from './stats.ts';
+import { cpuSeconds, jitQuiet } from './proc.ts';
+import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
+import { type Dist, median, us } from './stats.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values } = parseArgs({
@@ -36,12 +44,17 @@ const { values } = parseArgs({
     sink: { type: 'string', default: 'stdout' },
     rounds: { type: 'string', default: '5' },
     rows: { type: 'string', default: '100000' },
+    live: { type: 'string', default: '0' },
+    'live-rate': { type: 'string', default: '2000' },
   },
 });
 if (!values.a) throw new Error('--a <checkout> is required (e.g. a git worktree of the base commit)');
 if (values.sink !== 'stdout' && values.sink !== 'kafka') throw new Error('--sink must be stdout or kafka');
 const rounds = Number(values.rounds);
 const rows = Number(values.rows);
+const liveSeconds = Number(values.live);
+const liveRate = Number(values['live-rate']);
+if (liveSeconds > 0 && values.sink !== 'kafka') throw new Error('--live needs --sink kafka');
 const variants = { a: resolve(values.a), b: resolve(values.b) };
 const cli = (dir: string) => join(dir, 'src/cli/main.ts');
 const relayArgs = {
@@ -92,6 +105,10 @@ async function main() {
       await drainRelay(server.url, ctx, 'warm', end, args, cli(variants.b));
     }
     await dropSlot(db, 'warm');
+    if (broker && liveSeconds > 0) {
+      await liveRounds(server.url, db, broker, args);
+      return;
+    }
     const results: Record<'a' | 'b', Drain[]> = { a: [], b: [] };
     for (let r = 0; r < rounds; r++) {
       const order: ('a' | 'b')[] = r % 2 ? ['b', 'a'] : ['a', 'b'];
@@ -124,6 +141,74 @@ async function main() {
     await broker?.destroy();
     await db.end();
     await server.stop();
+  }
+}
+
+/** --live: interleaved live runs of a and b (one fresh slot and topic each), after an uncounted one. */
+async function liveRounds(
+  url: string,
+  db: pg.Client,
+  broker: LocalKafkaCluster,
+  args: string[],
+): Promise<void> {
+  const kafka = broker.client('ab-live');
+  const admin = kafka.admin();
+  await admin.connect();
+  type Run = { dist: Dist; cpuUs: number; missing: number };
+  const results: Record<'a' | 'b', Run[]> = { a: [], b: [] };
+  let n = 0;
+  const run = async (v: 'a' | 'b', seconds: number): Promise<Run> => {
+    const name = `live_${v}_${n++}`;
+    await createSlots(db, [name]);
+    await createLogAppendTopic(admin, `outbox.event.${name}`);
+    const relay = startRelay(url, name, [...args, ...relayArgs[v]], cli(variants[v]), nodeArgs[v]);
+    try {
+      await relay.streaming;
+      const cpu0 = cpuSeconds(relay.child.pid!);
+      const live = await measureLive(
+        kafka,
+        url,
+        `outbox.event.${name}`,
+        name,
+        liveRate,
+        seconds,
+        jitQuiet([broker.pidOf(1) ?? 0].filter(Boolean)),
+      );
+      const cpu = cpuSeconds(relay.child.pid!) - cpu0;
+      return {
+        dist: live.dist,
+        cpuUs: us(cpu, live.dist.n + live.warmup.n),
+        missing: live.missing,
+      };
+    } finally {
+      await relay.stop();
+      await dropSlot(db, name);
+    }
+  };
+  try {
+    await run('b', 20);
+    const f = (x: number) => x.toFixed(1);
+    for (let r = 0; r < rounds; r++) {
+      const order: ('a' | 'b')[] = r % 2 ? ['b', 'a'] : ['a', 'b'];
+      for (const v of order) {
+        const x = await run(v, liveSeconds);
+        results[v].push(x);
+        console.log(
+          `round ${r + 1} ${v}: p50 ${f(x.dist.p50)} p99 ${f(x.dist.p99)} max ${f(x.dist.max)} ms, relay ${x.cpuUs.toFixed(0)} µs/event, missing ${x.missing}`,
+        );
+      }
+    }
+    console.log(
+      `\nlive, ${liveRate.toLocaleString('en')} commits/s × ${liveSeconds} s, ${rounds} rounds (medians; max of the maxima):`,
+    );
+    for (const v of ['a', 'b'] as const) {
+      const xs = results[v];
+      console.log(
+        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): p50 ${f(median(xs.map((x) => x.dist.p50)))} p99 ${f(median(xs.map((x) => x.dist.p99)))} max ${f(median(xs.map((x) => x.dist.max)))} (${f(Math.max(...xs.map((x) => x.dist.max)))}) ms, relay ${median(xs.map((x) => x.cpuUs)).toFixed(0)} µs/event`,
+      );
+    }
+  } finally {
+    await admin.disconnect();
   }
 }
 

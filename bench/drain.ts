@@ -30,7 +30,7 @@ import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './
 import { createLogAppendTopic, measureLive, ramp } from './live.ts';
 import { runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
-import { cpuSeconds, machineNote } from './proc.ts';
+import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
 import { drainRecvlogical } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
 import { type BulkRound, Report, type TxnRound } from './report.ts';
@@ -166,6 +166,7 @@ async function main() {
         kafka,
         admin,
         bootstrap: broker.bootstrap,
+        brokerPid: broker.pidOf(1) ?? undefined,
         slot: 'b_debezium',
         rows: a.rows,
         txnBacklog: a.txnBacklog,
@@ -196,6 +197,7 @@ async function main() {
         'Live',
         a.liveRate,
         a.liveSeconds,
+        jitQuiet([broker.pidOf(1) ?? 0].filter(Boolean)),
       );
       const liveCpu = cpuSeconds(relay.child.pid!) - cpu0;
       report.live(a.liveRate, a.liveSeconds, live, liveCpu);

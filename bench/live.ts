@@ -27,15 +27,28 @@ export async function createLogAppendTopic(admin: Admin, topic: string, partitio
   });
 }
 
-/** Commits `rate` × `seconds` single-row transactions of aggregate type `type`, paced. */
+/**
+ * The warm-up before the measured writes: at least `minSeconds`, then on until `settled()` (asked
+ * once a second) or `maxSeconds`.
+ */
+export type WarmUp = { minSeconds: number; maxSeconds: number; settled: () => boolean };
+
+/**
+ * Commits `rate` × `seconds` single-row transactions of aggregate type `type`, paced; with `warm`,
+ * after a warm-up at the same rate (sequence numbers from 0 on; `warmed` is the first measured one).
+ */
 export async function paceWriter(
   url: string,
   type: string,
   rate: number,
   seconds: number,
   onCommit: (seq: number, at: number) => void = () => {},
-): Promise<{ written: number; seconds: number }> {
-  const total = Math.round(rate * seconds);
+  warm?: WarmUp,
+): Promise<{ written: number; seconds: number; warmed: number; warmSeconds: number }> {
+  const measured = Math.round(rate * seconds);
+  let warmed = warm ? -1 : 0;
+  let warmSeconds = 0;
+  let total = warm ? Math.round(rate * warm.minSeconds) + measured : measured;
   const conns = Math.max(4, Math.ceil(rate / 1000));
   const clients = await Promise.all(
     Array.from({ length: conns }, async () => {
@@ -46,31 +59,50 @@ export async function paceWriter(
   );
   let next = 0;
   const start = performance.now() + 20;
-  await Promise.all(
-    clients.map(async (c) => {
-      for (let i = next++; i < total; i = next++) {
-        const due = start + (i * 1000) / rate;
-        const wait = due - performance.now();
-        if (wait > 1) await sleep(wait);
-        const r = await c.query({
-          name: 'single',
-          text: SINGLE,
-          values: [type, `agg-${i % 1000}`, payload(i)],
-        });
-        if (r.rowCount !== 1) throw new Error('live insert inserted nothing');
-        onCommit(i, now());
-      }
-    }),
-  );
+  // While warming, the writer is kept two seconds ahead of the end; once settled, the measured
+  // writes start at the next sequence number.
+  let check: NodeJS.Timeout | undefined;
+  if (warm)
+    check = setInterval(() => {
+      const elapsed = (performance.now() - start) / 1000;
+      if (elapsed >= warm.minSeconds && (warm.settled() || elapsed >= warm.maxSeconds)) {
+        warmed = next;
+        warmSeconds = elapsed;
+        total = warmed + measured;
+        clearInterval(check);
+      } else total = Math.max(total, next + Math.round(rate * 2) + measured);
+    }, 1000);
+  try {
+    await Promise.all(
+      clients.map(async (c) => {
+        for (let i = next++; i < total; i = next++) {
+          const due = start + (i * 1000) / rate;
+          const wait = due - performance.now();
+          if (wait > 1) await sleep(wait);
+          const r = await c.query({
+            name: 'single',
+            text: SINGLE,
+            values: [type, `agg-${i % 1000}`, payload(i)],
+          });
+          if (r.rowCount !== 1) throw new Error('live insert inserted nothing');
+          onCommit(i, now());
+        }
+      }),
+    );
+  } finally {
+    clearInterval(check);
+  }
   const took = (performance.now() - start) / 1000;
   await Promise.all(clients.map((c) => c.end()));
-  return { written: total, seconds: took };
+  return { written: total, seconds: took, warmed: Math.max(0, warmed), warmSeconds };
 }
 
 export type LiveResult = {
   dist: Dist;
   /** The warm-up's events (not in dist): the first ones to a fresh topic and a fresh producer. */
   warmup: Dist;
+  /** How long the warm-up ran (LIVE_WARMUP_SECONDS … LIVE_WARMUP_MAX_SECONDS). */
+  warmupSeconds: number;
   achievedRate: number;
   missing: number;
   duplicates: number;
@@ -78,12 +110,18 @@ export type LiveResult = {
 
 /** Seconds of the live writer before the measured ones: the same rate, not counted. */
 export const LIVE_WARMUP_SECONDS = 2;
+/** The longest warm-up: past it the measured writes start whether or not the JITs settled. */
+export const LIVE_WARMUP_MAX_SECONDS = 45;
 
 /**
  * One live run against whatever relays `type`'s rows into `topic` (already running and
- * streaming): LIVE_WARMUP_SECONDS of writing first, whose events are reported apart — the first
- * send to a topic fetches its metadata and runs the publish path for the first time (lazily
- * compiled code, in the relay and the broker) — then `seconds` measured.
+ * streaming): a warm-up of writing first, whose events are reported apart — the first send to a
+ * topic fetches its metadata and runs the publish path for the first time (lazily compiled code,
+ * in the relay and the broker) — then `seconds` measured. The warm-up lasts LIVE_WARMUP_SECONDS,
+ * and on while `settled` says the JVMs' JIT compilers are still busy with this workload (the
+ * broker compiles the small Produce requests and the consumer's fetches of a live stream for
+ * 20 – 30 s of a core on two cores: measured through, that is the broker's start-up, not its
+ * steady state), up to LIVE_WARMUP_MAX_SECONDS.
  */
 export async function measureLive(
   kafka: Kafka,
@@ -92,11 +130,11 @@ export async function measureLive(
   type: string,
   rate: number,
   seconds: number,
+  settled: () => boolean = () => true,
 ): Promise<LiveResult> {
-  const skip = Math.round(rate * LIVE_WARMUP_SECONDS);
-  const total = skip + Math.round(rate * seconds);
-  const commitAt = new Float64Array(total).fill(Number.NaN);
-  const appendAt = new Float64Array(total).fill(Number.NaN);
+  const capacity = Math.round(rate * (LIVE_WARMUP_MAX_SECONDS + 3 + seconds));
+  const commitAt = new Float64Array(capacity).fill(Number.NaN);
+  const appendAt = new Float64Array(capacity).fill(Number.NaN);
   let received = 0;
   let duplicates = 0;
   const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
@@ -107,7 +145,7 @@ export async function measureLive(
     eachBatch: async ({ batch }) => {
       for (const m of batch.messages) {
         const seq = seqOf(m.value);
-        if (seq < 0 || seq >= total) continue;
+        if (seq < 0 || seq >= capacity) continue;
         if (!Number.isNaN(appendAt[seq]!)) {
           duplicates++;
           continue;
@@ -119,9 +157,18 @@ export async function measureLive(
   });
   await waitAssigned(consumer);
   try {
-    const w = await paceWriter(url, type, rate, LIVE_WARMUP_SECONDS + seconds, (seq, at) => {
-      commitAt[seq] = at;
-    });
+    const w = await paceWriter(
+      url,
+      type,
+      rate,
+      seconds,
+      (seq, at) => {
+        commitAt[seq] = at;
+      },
+      { minSeconds: LIVE_WARMUP_SECONDS, maxSeconds: LIVE_WARMUP_MAX_SECONDS, settled },
+    );
+    const total = w.written;
+    const skip = w.warmed;
     const deadline = Date.now() + 60_000;
     while (received < total && Date.now() < deadline) await sleep(50);
     const lat: number[] = [];
@@ -141,6 +188,7 @@ export async function measureLive(
     return {
       dist: distribution(lat),
       warmup: distribution(warm),
+      warmupSeconds: w.warmSeconds,
       achievedRate: w.written / w.seconds,
       missing: total - received,
       duplicates,

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import type { ThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { DEBEZIUM_VERSION, startDebezium } from './debezium.ts';
 import { createLogAppendTopic, type LiveResult, measureLive } from './live.ts';
-import { sleep } from './proc.ts';
+import { jitQuiet, sleep } from './proc.ts';
 
 export type PeerResult = {
   version: string;
@@ -42,6 +42,8 @@ export async function runDebezium(o: {
   kafka: Kafka;
   admin: Admin;
   bootstrap: string[];
+  /** The broker's JVM (its JIT settles the live warm-up, with Kafka Connect's). */
+  brokerPid: number | undefined;
   slot: string;
   rows: number;
   txnBacklog: number;
@@ -91,6 +93,7 @@ export async function runDebezium(o: {
         'DbzLive',
         o.liveRate,
         o.liveSeconds,
+        jitQuiet([dbz.pid, ...(o.brokerPid ? [o.brokerPid] : [])]),
       );
     }
     return {

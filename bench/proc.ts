@@ -79,3 +79,43 @@ export function machineNote(): string {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** CPU seconds of a JVM's JIT compiler threads (HotSpot's "C1/C2 CompilerThreadN"); 0 if it is gone. */
+export function jitCpuSeconds(pid: number): number {
+  let sum = 0;
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0;
+  }
+  for (const tid of tasks) {
+    try {
+      if (!readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').includes('CompilerThre')) continue;
+      const text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+      sum += (Number(f[11]) + Number(f[12])) / TICKS;
+    } catch {
+      // the thread ended
+    }
+  }
+  return sum;
+}
+
+/**
+ * A probe for "the JVMs' JIT compilers are done with this workload": true once their compiler
+ * threads used less than `share` of a core since the previous call (call it about once a second).
+ */
+export function jitQuiet(pids: number[], share = 0.05): () => boolean {
+  const total = () => pids.reduce((s, p) => s + jitCpuSeconds(p), 0);
+  let cpu = total();
+  let at = performance.now();
+  return () => {
+    const c = total();
+    const now = performance.now();
+    const busy = (c - cpu) / ((now - at) / 1000);
+    cpu = c;
+    at = now;
+    return busy < share;
+  };
+}
