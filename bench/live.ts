@@ -29,7 +29,7 @@ export async function createLogAppendTopic(admin: Admin, topic: string, partitio
 
 /**
  * The warm-up before the measured writes: at least `minSeconds`, then on until `settled()` (asked
- * once a second) or `maxSeconds`.
+ * every second from the start) or `maxSeconds`.
  */
 export type WarmUp = { minSeconds: number; maxSeconds: number; settled: () => boolean };
 
@@ -65,7 +65,8 @@ export async function paceWriter(
   if (warm)
     check = setInterval(() => {
       const elapsed = (performance.now() - start) / 1000;
-      if (elapsed >= warm.minSeconds && (warm.settled() || elapsed >= warm.maxSeconds)) {
+      const settled = warm.settled(); // asked every second: it may judge the last few
+      if (elapsed >= warm.minSeconds && (settled || elapsed >= warm.maxSeconds)) {
         warmed = next;
         warmSeconds = elapsed;
         total = warmed + measured;
@@ -108,8 +109,8 @@ export type LiveResult = {
   duplicates: number;
 };
 
-/** Seconds of the live writer before the measured ones: the same rate, not counted. */
-export const LIVE_WARMUP_SECONDS = 2;
+/** The shortest warm-up (seconds of the live writer before the measured ones, same rate, not counted). */
+export const LIVE_WARMUP_SECONDS = 5;
 /** The longest warm-up: past it the measured writes start whether or not the JITs settled. */
 export const LIVE_WARMUP_MAX_SECONDS = 45;
 
@@ -118,7 +119,7 @@ export const LIVE_WARMUP_MAX_SECONDS = 45;
  * streaming): a warm-up of writing first, whose events are reported apart — the first send to a
  * topic fetches its metadata and runs the publish path for the first time (lazily compiled code,
  * in the relay and the broker) — then `seconds` measured. The warm-up lasts LIVE_WARMUP_SECONDS,
- * and on while `settled` says the JVMs' JIT compilers are still busy with this workload (the
+ * and on until `settled` says the JVMs' JIT compilers are done with this workload (the
  * broker compiles the small Produce requests and the consumer's fetches of a live stream for
  * 20 – 30 s of a core on two cores: measured through, that is the broker's start-up, not its
  * steady state), up to LIVE_WARMUP_MAX_SECONDS.

@@ -104,18 +104,20 @@ export function jitCpuSeconds(pid: number): number {
 
 /**
  * A probe for "the JVMs' JIT compilers are done with this workload": true once their compiler
- * threads used less than `share` of a core since the previous call (call it about once a second).
+ * threads used less than `share` of a core in each of the last `calls` intervals between calls
+ * (call it about once a second). One quiet second was not enough: the broker compiled in bursts.
  */
-export function jitQuiet(pids: number[], share = 0.05): () => boolean {
+export function jitQuiet(pids: number[], share = 0.05, calls = 3): () => boolean {
   const total = () => pids.reduce((s, p) => s + jitCpuSeconds(p), 0);
   let cpu = total();
   let at = performance.now();
+  let quiet = 0;
   return () => {
     const c = total();
     const now = performance.now();
-    const busy = (c - cpu) / ((now - at) / 1000);
+    quiet = (c - cpu) / ((now - at) / 1000) < share ? quiet + 1 : 0;
     cpu = c;
     at = now;
-    return busy < share;
+    return quiet >= calls;
   };
 }
