@@ -10,19 +10,22 @@ export type Stat = { ppid: number; cpu: number };
 /** ppid and utime + stime (seconds) of a process; null if it is gone. */
 export function procStat(pid: number): Stat | null {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+    const f = statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'));
     return { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICKS };
   } catch {
     return null;
   }
 }
 
+/** The fields of a /proc stat line after the command name (field 3, the state, is [0]). */
+function statFields(text: string): string[] {
+  return text.slice(text.lastIndexOf(') ') + 2).split(' ');
+}
+
 /** cutime + cstime: the CPU of the children a process has reaped (seconds). */
 export function reapedChildrenCpu(pid: number): number {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+    const f = statFields(readFileSync(`/proc/${pid}/stat`, 'utf8'));
     return (Number(f[13]) + Number(f[14])) / TICKS;
   } catch {
     return Number.NaN;
@@ -92,8 +95,7 @@ export function jitCpuSeconds(pid: number): number {
   for (const tid of tasks) {
     try {
       if (!readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').includes('CompilerThre')) continue;
-      const text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = text.slice(text.lastIndexOf(') ') + 2).split(' ');
+      const f = statFields(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
       sum += (Number(f[11]) + Number(f[12])) / TICKS;
     } catch {
       // the thread ended
