@@ -13,9 +13,10 @@ import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
-import { kafkaWithLinearGrouping } from './kafkajs-linear-grouping.ts';
+import { patchedKafkaClass } from './kafkajs-client.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
+import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 import type { Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
@@ -93,18 +94,26 @@ export class KafkaSink implements Sink {
   producerReplacements = 0;
   readonly #compression: CompressionTypes;
   readonly #timeout: number;
+  /** The (topic, partition)s of the publish in progress (one publish at a time: #tail). */
+  readonly #ledger = new PartitionLedger();
+  /** Sends the client reported done that a partition's response did not cover (tests, logs). */
+  unacknowledgedSends = 0;
 
-  constructor(c: KafkaSinkConfig, log: Logger) {
+  /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
+  constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
     this.#log = log;
     // Record batches written in one pass (src/sinks/produce-encoder.ts); kafkajs' encoder otherwise.
     if (!installProduceEncoder())
       log.warn(
         'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
       );
-    // kafkajs' client with a linear group-by-partition (src/sinks/kafkajs-linear-grouping.ts).
-    const Client = kafkaWithLinearGrouping();
+    // kafkajs' client with the relay's sendMessages (src/sinks/kafkajs-send-messages.ts): a
+    // partition is sent until a response acknowledges it, even after its leader moved.
+    const Client = client ?? patchedKafkaClass();
     if (!Client)
-      log.warn('this kafkajs does not look as expected: its own (quadratic) batch grouping is used');
+      log.warn(
+        "this kafkajs does not look as expected: its own sendMessages is used (the relay's acknowledgement check still holds)",
+      );
     this.#kafka = new (Client ?? Kafka)({
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
@@ -121,7 +130,16 @@ export class KafkaSink implements Sink {
       // kafkajs 2's default (named, so kafkajs does not warn that the default changed), each
       // key's partition remembered: murmur2 of the key, as the Java client partitions
       // (consumers of other clients agree on partitions).
-      createPartitioner: CachedDefaultPartitioner,
+      // Every assignment is recorded in the ledger, which checks the responses against them.
+      createPartitioner: () => {
+        const partition = CachedDefaultPartitioner();
+        const ledger = this.#ledger;
+        return (args) => {
+          const p = partition(args);
+          ledger.record(args.topic, p);
+          return p;
+        };
+      },
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: c.kafkaAutoCreateTopics,
@@ -144,7 +162,16 @@ export class KafkaSink implements Sink {
     return this.#connected;
   }
 
-  async publish(batch: readonly OutboundMessage[]): Promise<void> {
+  /** The publish in progress: the next one waits for it (the ledger and kafkajs' sequences need one at a time). */
+  #tail: Promise<unknown> = Promise.resolve();
+
+  publish(batch: readonly OutboundMessage[]): Promise<void> {
+    const run = this.#tail.then(() => this.#publish(batch));
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+
+  async #publish(batch: readonly OutboundMessage[]): Promise<void> {
     // The messages go to kafkajs as they are: they have its Message's key, value and headers, and
     // a numeric timestamp, which kafkajs (and src/sinks/produce-encoder.ts) take as well as its
     // string. No copy per event. Grouped by topic keeping stream order: order within a key (hence
@@ -165,8 +192,10 @@ export class KafkaSink implements Sink {
     await this.#connect();
     const producer = this.#producer;
     const builtBefore = produceRequestsBuilt();
+    this.#ledger.begin();
+    let responses: Awaited<ReturnType<Producer['sendBatch']>>;
     try {
-      await producer.sendBatch({
+      responses = await producer.sendBatch({
         acks: -1,
         timeout: this.#timeout,
         compression: this.#compression,
@@ -179,6 +208,15 @@ export class KafkaSink implements Sink {
       const produced = builtBefore === null || produceRequestsBuilt() !== builtBefore;
       if (breaksProducer(e) && (produced || classifyKafkaError(e).class !== 'permanent'))
         await this.#replace(producer, e);
+      throw e;
+    }
+    // The client's "done" is not the broker's acknowledgement: every partition a message was
+    // assigned to needs a response of its own (src/sinks/partition-acks.ts).
+    const missing = this.#ledger.unacknowledged(responses);
+    if (missing.length > 0) {
+      this.unacknowledgedSends++;
+      const e = new UnacknowledgedPartitionsError(missing);
+      this.#log.warn({ partitions: missing }, e.message);
       throw e;
     }
   }

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { Kafka, type Message, Partitioners, type PartitionMetadata } from 'kafkajs';
+import { type Message, Partitioners, type PartitionMetadata } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KafkaHarness, startKafka } from '../../test/support/kafka.ts';
 import { silentLogger } from '../observability/logger.ts';
@@ -58,15 +58,6 @@ describe('groupMessagesPerPartition (linear)', () => {
         partitioner: () => 0,
       }),
     ).toEqual({});
-  });
-
-  it("loads a client class of its own and leaves kafkajs' modules as they were for everyone else", () => {
-    const Client = linear.kafkaWithLinearGrouping();
-    expect(Client).not.toBeNull();
-    expect(Client).not.toBe(Kafka);
-    expect(linear.kafkaWithLinearGrouping()).toBe(Client); // once per process
-    expect(require('kafkajs').Kafka).toBe(Kafka);
-    expect(require('kafkajs/src/producer/groupMessagesPerPartition.js')).toBe(kafkajsGroup);
   });
 });
 
