@@ -1,3 +1,4 @@
+import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
@@ -135,6 +136,84 @@ describe('3-node cluster (replication factor 3, min.insync.replicas 2)', () => {
     console.log(
       `leader failover: ${written.length} events, ${report.duplicates} duplicates, resumed ${Date.now() - killedAt} ms after the kill (incl. draining)`,
     );
+    await kafka.cluster.start(2);
+  });
+
+  /**
+   * Issue 19's reproduction, made deterministic: a produce request to node 2 is in flight when
+   * node 2 freezes (SIGSTOP); the controller fences it (6 s without heartbeats) and moves its
+   * partition to node 1 or 3, which answered for their own partitions of the same send; then
+   * node 2 is killed (-9) and the request fails. kafkajs 2.2.4 retried only towards brokers
+   * that had not answered, never sent the moved partition, and reported the send done: the
+   * relay recorded those events published and confirmed the slot past them.
+   */
+  it("issue 19: the leader of one of 3 spread partitions frozen with a request in flight, fenced, then kill -9'd — nothing lost once the slot is confirmed past the end", async () => {
+    await kafka.createTopic('outbox.event.Spread', 3, {
+      replicas: [
+        [1, 2, 3],
+        [2, 3, 1],
+        [3, 1, 2],
+      ],
+    });
+    // A request timeout longer than the fencing: the frozen node's request is still in flight
+    // when its partition moves.
+    await startRelay(kafka, ['--kafka-request-timeout-ms', '30000']);
+    const survivors = new Kafka({
+      clientId: 'issue-19-watch',
+      brokers: kafka.cluster.internalBootstrap.filter((_, i) => i !== 1),
+      logLevel: logLevel.NOTHING,
+    }).admin();
+    await survivors.connect();
+    const written: { key: string; seq: number }[] = [];
+    const keys = Array.from({ length: 30 }, (_, i) => `s${i}`);
+    const seqOf = new Map<string, number>();
+    const write = async (t: number) => {
+      const rows = Array.from({ length: 50 }, (_, i) => {
+        const key = keys[(t * 50 + i) % keys.length]!;
+        const seq = seqOf.get(key) ?? 0;
+        seqOf.set(key, seq + 1);
+        written.push({ key, seq });
+        return ev('Spread', key, seq);
+      });
+      await insertEvents(db.pool, rows);
+    };
+    try {
+      for (let t = 0; t < 14; t++) {
+        await write(t);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      kafka.cluster.signal(2, 'SIGSTOP');
+      // Transactions keep coming while node 2 is frozen: the send in flight covers all 3 partitions.
+      await write(14);
+      await write(15);
+      await waitFor(
+        async () => {
+          const md = await survivors.fetchTopicMetadata({ topics: ['outbox.event.Spread'] });
+          return md.topics[0]!.partitions.every((p) => p.leader !== 2 && p.leader >= 0);
+        },
+        { timeoutMs: 60_000, message: 'leadership moved off the frozen node 2' },
+      );
+      await kafka.cluster.kill(2);
+      for (let t = 16; t < 40; t++) {
+        await write(t);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } finally {
+      await survivors.disconnect();
+    }
+    await waitFor(async () => (await statusCounts('Spread')).pending === undefined, {
+      timeoutMs: 120_000,
+      message: async () => `every row settled (${JSON.stringify(await statusCounts('Spread'))})`,
+    });
+    expect(await statusCounts('Spread')).toEqual({ published: 2000 });
+    // The slot confirmed past the last commit: from here on, a missing event would be gone for good.
+    const end = (await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn'))[0]!.lsn;
+    await waitFor(async () => !(await confirmedAtOrBelow(end)) || (await slotPosition(db)).confirmed === end, {
+      timeoutMs: 60_000,
+      message: 'slot confirmed up to the end',
+    });
+    const report = await expectDelivered(kafka, 'outbox.event.Spread', written);
+    console.log(`issue 19 reproduction: 2,000 events, 0 lost, ${report.duplicates} duplicates`);
     await kafka.cluster.start(2);
   });
 
