@@ -247,8 +247,11 @@ export class KafkaSink implements Sink {
     const admin = this.#kafka.admin();
     try {
       await admin.connect();
-      await admin.fetchTopicMetadata({ topics: [topic] });
-      return 'ok';
+      // The answer must name the topic with partitions: a call that merely resolved is not a "yes".
+      const md = await admin.fetchTopicMetadata({ topics: [topic] });
+      const found = md.topics.find((t) => t.name === topic);
+      if (found && found.partitions.length > 0) return 'ok';
+      return this.#producerConfig.allowAutoTopicCreation ? 'ok' : 'missing';
     } catch (e) {
       const type = (e as { type?: string }).type ?? '';
       if (type === 'UNKNOWN_TOPIC_OR_PARTITION')

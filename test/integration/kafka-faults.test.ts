@@ -208,10 +208,13 @@ describe('3-node cluster (replication factor 3, min.insync.replicas 2)', () => {
     expect(await statusCounts('Spread')).toEqual({ published: 2000 });
     // The slot confirmed past the last commit: from here on, a missing event would be gone for good.
     const end = (await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn'))[0]!.lsn;
-    await waitFor(async () => !(await confirmedAtOrBelow(end)) || (await slotPosition(db)).confirmed === end, {
-      timeoutMs: 60_000,
-      message: 'slot confirmed up to the end',
-    });
+    await waitFor(
+      async () => !(await confirmedAtOrBelow(end)) || (await slotPosition(db)).confirmed === end,
+      {
+        timeoutMs: 60_000,
+        message: 'slot confirmed up to the end',
+      },
+    );
     const report = await expectDelivered(kafka, 'outbox.event.Spread', written);
     console.log(`issue 19 reproduction: 2,000 events, 0 lost, ${report.duplicates} duplicates`);
     await kafka.cluster.start(2);
