@@ -5,6 +5,8 @@
  *
  *   npm run chaos                          every scenario, one after the other
  *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
+ *   npm run chaos -- --group cluster       the cluster-fault matrix (every cluster-* scenario)
+ *   npm run chaos -- --runs 5 …            each chosen scenario 5 times, one after the other
  *   npm run chaos -- --list
  *
  * Prints one line per scenario, then a markdown table and one JSON line. Exit 1 on any loss,
@@ -15,36 +17,53 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { Env } from './lib/env.ts';
-import { json, line, type Result, table } from './lib/format.ts';
+import { json, line, type Result, summary, table } from './lib/format.ts';
 import type { Scenario } from './lib/scenario.ts';
 import { tally } from './lib/tally.ts';
 import { SCENARIOS } from './scenarios/index.ts';
 
 hideKafkajsTimeoutWarnings();
 
-function parseArgs(argv: string[]): { list: boolean; names: string[] } {
+function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: number } {
   const names: string[] = [];
   let list = false;
+  let runs = 1;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--list') list = true;
-    else if (a === '--scenario') names.push(argv[++i] ?? '');
+    else if (a === '--runs' || a.startsWith('--runs=')) {
+      const v = a === '--runs' ? argv[++i] : a.slice('--runs='.length);
+      runs = Number(v);
+      if (!Number.isInteger(runs) || runs < 1 || runs > 100) {
+        console.error(`--runs takes a whole number 1..100; got ${v}`);
+        process.exit(2);
+      }
+    } else if (a === '--group' || a.startsWith('--group=')) {
+      const g = a === '--group' ? argv[++i] : a.slice('--group='.length);
+      const members = SCENARIOS.filter((s) => s.name.startsWith(`${g}-`)).map((s) => s.name);
+      if (members.length === 0) {
+        console.error(`no scenario in group ${g} (try --list)`);
+        process.exit(2);
+      }
+      names.push(...members);
+    } else if (a === '--scenario') names.push(argv[++i] ?? '');
     else if (a.startsWith('--scenario=')) names.push(a.slice('--scenario='.length));
     else if (a === '--help' || a === '-h') {
-      console.log('npm run chaos [-- --list] [-- --scenario NAME ...]');
+      console.log('npm run chaos [-- --list] [-- --scenario NAME ...] [-- --group cluster] [-- --runs N]');
       process.exit(0);
     } else {
       console.error(`unknown argument ${a} (try --list or --scenario NAME)`);
       process.exit(2);
     }
   }
-  return { list, names };
+  return { list, names, runs };
 }
 
 const live = new Set<Env>();
 
-async function runOne(s: Scenario, outRoot: string): Promise<Result> {
-  const env = new Env(s.name, outRoot, (l) => console.error(l));
+async function runOne(s: Scenario, outRoot: string, run: number | null): Promise<Result> {
+  const label = run === null ? s.name : `${s.name}#${run}`;
+  const env = new Env(label, outRoot, (l) => console.error(l));
   live.add(env);
   const started = Date.now();
   const failures: string[] = [];
@@ -76,7 +95,7 @@ async function runOne(s: Scenario, outRoot: string): Promise<Result> {
   failures.push(...(outcome?.checks ?? []));
   const { lostSample: _l, violationSample: _v, ...counts } = t;
   const result: Result = {
-    scenario: s.name,
+    scenario: label,
     pass: failures.length === 0,
     ...counts,
     maxRetainedWalBytes: env.maxRetainedWal,
@@ -97,9 +116,9 @@ async function runOne(s: Scenario, outRoot: string): Promise<Result> {
 }
 
 async function main(): Promise<number> {
-  const { list, names } = parseArgs(process.argv.slice(2));
+  const { list, names, runs } = parseArgs(process.argv.slice(2));
   if (list) {
-    for (const s of SCENARIOS) console.log(`${s.name.padEnd(18)} ${s.summary}`);
+    for (const s of SCENARIOS) console.log(`${s.name.padEnd(26)} ${s.summary}`);
     return 0;
   }
   const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
@@ -109,11 +128,16 @@ async function main(): Promise<number> {
   }
   const chosen = names.length > 0 ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS;
   const outRoot = mkdtempSync(join(tmpdir(), 'chaos-'));
-  console.error(`chaos: ${chosen.length} scenario(s); relay logs under ${outRoot}`);
+  console.error(`chaos: ${chosen.length} scenario(s) × ${runs} run(s); relay logs under ${outRoot}`);
   const results: Result[] = [];
-  for (const s of chosen) results.push(await runOne(s, outRoot));
+  for (const s of chosen)
+    for (let r = 1; r <= runs; r++) results.push(await runOne(s, outRoot, runs > 1 ? r : null));
   console.log('');
   console.log(table(results));
+  if (runs > 1) {
+    console.log('');
+    console.log(summary(results));
+  }
   console.log('');
   console.log(json(results));
   return results.every((r) => r.pass) ? 0 : 1;

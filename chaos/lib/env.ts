@@ -7,7 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Kafka } from 'kafkajs';
+import { type Kafka, Kafka as KafkaClient, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { freePort, LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
@@ -139,16 +139,40 @@ export class Env {
     }
   }
 
-  /** The partition leaders of `topic` (broker ids, -1: none). */
-  async leaders(topic: string): Promise<number[]> {
-    const admin = this.kafka().admin();
+  /**
+   * An admin client through every node's INTERNAL listener but `exclude` (a frozen node would
+   * hold the watcher's requests until they time out).
+   */
+  async #metadata(topic: string, exclude?: number) {
+    const nodes = this.cluster!.nodes.filter((n) => n.id !== exclude).map(
+      (n) => `127.0.0.1:${n.internalPort}`,
+    );
+    const admin = new KafkaClient({
+      clientId: 'chaos-watch',
+      brokers: nodes,
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 3000,
+      requestTimeout: 5000,
+      retry: { retries: 1, initialRetryTime: 100 },
+    }).admin();
     await admin.connect();
     try {
-      const md = await admin.fetchTopicMetadata({ topics: [topic] });
-      return md.topics[0]!.partitions.map((p) => p.leader);
+      return (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0]!.partitions.sort(
+        (a, b) => a.partitionId - b.partitionId,
+      );
     } finally {
       await admin.disconnect().catch(() => {});
     }
+  }
+
+  /** The partition leaders of `topic` (broker ids, -1: none), asked of every node but `exclude`. */
+  async leaders(topic: string, exclude?: number): Promise<number[]> {
+    return (await this.#metadata(topic, exclude)).map((p) => p.leader);
+  }
+
+  /** Each partition's number of in-sync replicas. */
+  async isrSizes(topic: string): Promise<number[]> {
+    return (await this.#metadata(topic)).map((p) => p.isr.length);
   }
 
   /** `outbox-relay run` as a child process (the project's Node), on the scenario's slot. */

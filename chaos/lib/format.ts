@@ -39,3 +39,22 @@ export function table(results: readonly Result[]): string {
 export function json(results: readonly Result[]): string {
   return JSON.stringify({ chaos: results, pass: results.every((r) => r.pass) });
 }
+
+/**
+ * Per scenario over its runs (names `scenario#run`): runs, passes, and each run's lost,
+ * duplicates and order violations, in run order.
+ */
+export function summary(results: readonly Result[]): string {
+  const by = new Map<string, Result[]>();
+  for (const r of results) {
+    const name = r.scenario.replace(/#\d+$/, '');
+    by.set(name, [...(by.get(name) ?? []), r]);
+  }
+  const head = '| scenario | runs | passed | lost | duplicates | order violations |';
+  const sep = '|---|---:|---:|---|---|---|';
+  const rows = [...by].map(([name, rs]) => {
+    const list = (f: (r: Result) => number) => rs.map(f).join(' / ');
+    return `| ${name} | ${rs.length} | ${rs.filter((r) => r.pass).length} | ${list((r) => r.lost)} | ${list((r) => r.duplicates)} | ${list((r) => r.orderViolations)} |`;
+  });
+  return [head, sep, ...rows].join('\n');
+}

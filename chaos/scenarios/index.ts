@@ -1,5 +1,6 @@
 import type { Scenario } from '../lib/scenario.ts';
 import { brokerKill } from './broker-kill.ts';
+import { CLUSTER_SCENARIOS } from './cluster-faults.ts';
 import { hostileRowsScenario } from './hostile-rows.ts';
 import { idleWalChurn } from './idle-wal-churn.ts';
 import { kill9Storm } from './kill9-storm.ts';
@@ -20,4 +21,5 @@ export const SCENARIOS: Scenario[] = [
   partialRefusal,
   visibilityRace,
   idleWalChurn,
+  ...CLUSTER_SCENARIOS,
 ];
