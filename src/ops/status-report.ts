@@ -69,9 +69,12 @@ export interface FailingGroup {
   count: number;
 }
 
-/** healthy: nothing to do; degraded: watch it (exit 0); unhealthy: act now (exit 69, /readyz body). */
-export type HealthVerdict = 'healthy' | 'degraded' | 'unhealthy';
-export const HEALTH_VERDICTS: readonly HealthVerdict[] = ['healthy', 'degraded', 'unhealthy'];
+/**
+ * healthy: nothing to do; degraded: watch it (exit 0); unhealthy: act now (exit 69); unknown: the
+ * status could not be read (the relay's own reading, observability/health-watch.ts).
+ */
+export type HealthVerdict = 'healthy' | 'degraded' | 'unhealthy' | 'unknown';
+export const HEALTH_VERDICTS: readonly HealthVerdict[] = ['healthy', 'degraded', 'unhealthy', 'unknown'];
 
 /** Every problem the verdict knows; the label values of outbox_health_problems. */
 export const PROBLEM_IDS = [
@@ -91,6 +94,7 @@ export const PROBLEM_IDS = [
   'broker_outage',
   'database_outage',
   'relay_stopped',
+  'status_unreadable',
 ] as const;
 export type ProblemId = (typeof PROBLEM_IDS)[number];
 
@@ -106,7 +110,8 @@ export interface Finding {
   topics: string[];
 }
 
-export interface StatusReport extends StatusSnapshot {
+/** The verdict part of a report: what `status --json`, /readyz, the console and the metrics share. */
+export interface Verdict {
   verdict: HealthVerdict;
   /** No unhealthy finding (a degraded status is healthy: `status` exits 0). */
   healthy: boolean;
@@ -114,6 +119,27 @@ export interface StatusReport extends StatusSnapshot {
   problems: string[];
   /** Every finding, unhealthy and warnings, with what to do. */
   findings: Finding[];
+}
+
+export interface StatusReport extends StatusSnapshot, Verdict {}
+
+/** The verdict when the status itself could not be read (e.g. the database is unreachable). */
+export function unreadableVerdict(error: string): Verdict {
+  const text = `cannot read the status from PostgreSQL: ${error}`;
+  return {
+    verdict: 'unknown',
+    healthy: false,
+    problems: [text],
+    findings: [
+      {
+        id: 'status_unreadable',
+        severity: 'unhealthy',
+        text,
+        fix: 'check that PostgreSQL is up and reachable with the relay’s --database-url',
+        topics: [],
+      },
+    ],
+  };
 }
 
 /** Pending events older than this make the status degraded: they wait for something. */
