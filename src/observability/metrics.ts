@@ -231,7 +231,7 @@ export class HealthMetrics {
     const r = [registry];
     this.verdict = new Gauge({
       name: 'outbox_health',
-      help: 'The health verdict of `outbox-relay status` (healthy, degraded, unhealthy): 1 for the current one.',
+      help: 'The health verdict of `outbox-relay status` (healthy, degraded, unhealthy; unknown: unreadable): 1 for the current one.',
       labelNames: ['verdict'],
       registers: r,
     });
