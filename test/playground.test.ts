@@ -24,6 +24,23 @@ function blocksUnder(heading: string, lang: string): string[] {
   const section = README.slice(start, next < 0 ? undefined : next);
   return [...section.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1]!);
 }
+/**
+ * The process is gone: no such pid, or a zombie (exited; reaping it is its parent's business —
+ * postgres's parent is init once pg_ctl returned). Awaited briefly: the reaper may lag.
+ */
+async function expectGone(pid: number, what: string): Promise<void> {
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return false;
+    }
+    const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
+    return !/^\d+ \(.*\) Z/.test(stat);
+  };
+  await waitFor(() => !alive(), { timeoutMs: 10_000, message: `${what} (pid ${pid}) is gone` });
+}
+
 /** A command line without its comment (none of these commands has a # of its own). */
 const command = (line: string) => line.trim().replace(/\s+#.*$/, '');
 
@@ -144,4 +161,40 @@ describe('npm run playground', () => {
     // The token is for the user's eyes only: never in the relay's log.
     expect(readFileSync(join(DIR, 'relay.log'), 'utf8')).not.toContain(token);
   }, 120_000);
+});
+
+describe('the playground under a process manager', () => {
+  it('SIGTERM stops everything too, exit 0, no process left', async () => {
+    const dir = join(ROOT, '.tmp', `playground-sigterm-${process.pid}`);
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'scripts', 'playground.ts'), '--dir', dir, '--every-ms', '200'],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (text += d.toString()));
+    const code = new Promise<number | string>((resolve) => child.on('exit', (c, s) => resolve(c ?? s ?? -1)));
+    try {
+      await waitFor(() => text.includes('playground: writing a sample event'), {
+        timeoutMs: 180_000,
+        message: () => `the playground is ready; its output:\n${text}`,
+      });
+      const kafka = Number(readFileSync(join(dir, 'kafka', 'node-1', 'pid'), 'utf8'));
+      const postgres = Number(
+        readFileSync(join(/\(data in ([^)]+)\)/.exec(text)![1]!, 'postmaster.pid'), 'utf8').split('\n')[0],
+      );
+      child.kill('SIGTERM');
+      expect(await code).toBe(0);
+      expect(text).toMatch(/playground: stopped \(PostgreSQL, Kafka and the relay\)\n$/);
+      await expectGone(kafka, 'the Kafka JVM');
+      await expectGone(postgres, 'postgres');
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await LocalKafkaCluster.down(join(dir, 'kafka'));
+    }
+  }, 240_000);
 });
