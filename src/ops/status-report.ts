@@ -233,7 +233,7 @@ export function evaluate(s: StatusSnapshot): StatusReport {
     add(
       'lag',
       `events wait to be published: the oldest pending event is ${formatAge(s.oldestPendingAgeSeconds)} old`,
-      'see the relay line above and the relay log: an outage, a slow broker or too little throughput holds them (docs/metrics.md, outbox_end_to_end_lag_seconds)',
+      "see the relay's state (the relay line of `status`, the console's Relay card) and its log: an outage, a slow broker or too little throughput holds them (docs/metrics.md, outbox_end_to_end_lag_seconds)",
       [],
       true,
     );
