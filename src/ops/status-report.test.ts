@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { evaluate, formatStatus, type RelayStatus, type StatusSnapshot } from './status-report.ts';
+import { formatStatus } from './status-format.ts';
+import { evaluate, type RelayStatus, type StatusSnapshot } from './status-report.ts';
 
 const activeRelay: RelayStatus = {
   error: null,
