@@ -1,7 +1,7 @@
+/** `outbox-relay status` for a person: the readings, then the verdict with each finding's fix. */
 import { formatAge, formatBytes, formatPairs } from './format.ts';
 import type { RelayStatus, StatusReport } from './status-report.ts';
 
-/** `outbox-relay status` for a person: the readings, then the verdict with each finding's fix. */
 function formatRelay(r: RelayStatus): [string, string][] {
   if (r.error) return [['relay', `UNKNOWN: ${r.error}`]];
   if (!r.recorded) return [['relay', 'no state recorded']];
