@@ -235,4 +235,28 @@ describe('one health verdict: status, /readyz, the console and the metric agree'
     const { readyz } = await agreeOn('unhealthy', ['slot_at_risk', 'slot_inactive', 'relay_stopped', 'lag']);
     expect(readyz.status).toBe(503);
   });
+
+  it('unknown while the status cannot be read: the same everywhere, and `status` exits 69 for it too', async () => {
+    await http.close();
+    // Nothing listens on port 1: the relay's reading fails as a database outage would.
+    const unreachable = { ...config, databaseUrl: 'postgres://postgres@127.0.0.1:1/none' };
+    http = await startHttpServer({
+      port: 0,
+      host: '127.0.0.1',
+      relay,
+      slot: config.slot,
+      log: silentLogger(),
+      health: { config: unreachable, everyMs: 200 },
+      console: { config },
+    });
+    base = `http://127.0.0.1:${http.port}`;
+    await waitFor(async () => (await fromReadyz()).verdict === 'unknown', { message: '/readyz: unknown' });
+    const readyz = await fromReadyz();
+    expect(readyz.problems).toEqual([{ id: 'status_unreadable', severity: 'unhealthy', topics: [] }]);
+    expect(readyz.findings[0]!.text).toMatch(/^cannot read the status from PostgreSQL: .*ECONNREFUSED/);
+    expect(await fromConsole()).toEqual({ verdict: 'unknown', problems: readyz.problems });
+    expect(await fromMetrics()).toEqual({ verdict: 'unknown', problems: ['status_unreadable'] });
+    const p = spawnCli(['status', '--database-url', unreachable.databaseUrl, '--slot', slotOf(db)]);
+    expect(await p.exited).toBe(69);
+  });
 });
