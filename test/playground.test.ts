@@ -153,8 +153,7 @@ describe('npm run playground', () => {
       new Promise((_, reject) => setTimeout(() => reject(new Error(`not stopped in 90 s:\n${out}`)), 90_000)),
     ]);
     expect(out).toMatch(/playground: stopped \(PostgreSQL, Kafka and the relay\)\n$/);
-    for (const [what, pid] of Object.entries(pids))
-      expect(() => process.kill(pid, 0), `${what} is gone`).toThrow();
+    for (const [what, pid] of Object.entries(pids)) await expectGone(pid, what);
     expect(existsSync(join(DIR, 'env'))).toBe(false);
     expect(existsSync(join(DIR, 'pid'))).toBe(false);
     expect(existsSync(join(DIR, 'kafka'))).toBe(false);
