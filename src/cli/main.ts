@@ -92,6 +92,7 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
         slot: c.slot,
         log,
         stuckAfterMs: stuckAfterFor(c.kafkaRequestTimeoutMs),
+        health: { config: c },
         console: c.console ? { config: c } : undefined,
       }).catch(async (e) => {
         await relay.stop();

@@ -30,7 +30,7 @@ export const COMMAND_SUMMARY: Record<Command, string> = {
   check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
   demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
   status:
-    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Exit 0 healthy; 69 when the slot is missing, inactive or lost, the publication check fails, or events are dead.',
+    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Then the verdict (the one /readyz, the console and outbox_health show), each problem with what to do and its topics. Exit 0 healthy or degraded (failed events, events waiting, retained WAL over --slot-critical-bytes); 69 unhealthy: the slot is missing, inactive, lost or about to be, the publication check fails, events are dead, or the relay is not relaying.',
   events: `Find and fix events of the failure lifecycle (docs/operator-cli.md). Subcommands, each with its own --help:
   events list    [filters] [--after-id N] [--limit N]   in id order; page with --after-id
   events count   [filters] [--after-id N]               per status

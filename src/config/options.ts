@@ -38,6 +38,8 @@ const OPS: readonly Command[] = ['status', 'events', 'replay', 'slot'];
 const ALL: readonly Command[] = ['run', 'migrate', 'check', 'demo', ...OPS];
 const DB: readonly Command[] = ['run', 'migrate', 'check', ...OPS];
 const RUN: readonly Command[] = ['run', 'demo'];
+/** Options `status` shares with run: its verdict names the topics and judges the slot as the relay does. */
+const RUN_AND_STATUS: readonly Command[] = [...RUN, 'status'];
 
 export const OPTIONS: readonly OptionSpec[] = [
   // --- database ---
@@ -243,7 +245,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'outbox.event.{aggregate_type}',
     group: 'Routing',
     doc: 'Topic for an event; placeholders {aggregate_type} and {event_type}. The default is Debezium’s.',
-    commands: RUN,
+    commands: RUN_AND_STATUS,
   },
   {
     key: 'topicOverrides',
@@ -253,7 +255,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: {},
     group: 'Routing',
     doc: 'Per-aggregate-type topic, AGGREGATE_TYPE=TOPIC (repeat the flag, or comma-separate in the environment).',
-    commands: RUN,
+    commands: RUN_AND_STATUS,
   },
   {
     key: 'valueFormat',
@@ -516,8 +518,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 10 * 1024 ** 3,
     min: 0,
     group: 'Slot health',
-    doc: 'Retained WAL at which an error is logged, once per crossing (with the time left before max_slot_wal_keep_size invalidates the slot); 0 = never.',
-    commands: RUN,
+    doc: 'Retained WAL at which an error is logged, once per crossing (with the time left before max_slot_wal_keep_size invalidates the slot), and from which `status` calls the slot at risk (degraded); 0 = never.',
+    commands: RUN_AND_STATUS,
   },
   {
     key: 'heartbeatIntervalMs',

@@ -23,6 +23,8 @@ const AGGREGATES = [
   },
   { type: 'Customer', ids: ['cust-7', 'cust-8'], events: ['CustomerRegistered', 'CustomerEmailChanged'] },
 ];
+/** The aggregate types of the sample events (the playground creates their topics). */
+export const SAMPLE_AGGREGATE_TYPES: readonly string[] = AGGREGATES.map((a) => a.type);
 
 /** The i-th sample event: JSON mostly, a binary payload now and then (shown base64). */
 function sampleEvent(i: number) {
@@ -42,7 +44,13 @@ function sampleEvent(i: number) {
   };
 }
 
-async function insertEvents(db: pg.Client, table: string, from: number, count: number): Promise<void> {
+/** Sample events from..from+count-1, in one transaction. */
+export async function insertSampleEvents(
+  db: pg.Client,
+  table: string,
+  from: number,
+  count: number,
+): Promise<void> {
   await db.query('BEGIN');
   for (let i = from; i < from + count; i++) {
     const e = sampleEvent(i);
@@ -105,11 +113,11 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     for (const size of [1, 3]) {
       if (inserted >= total) break;
       const n = Math.min(size, total - inserted);
-      await insertEvents(db, table, inserted, n);
+      await insertSampleEvents(db, table, inserted, n);
       inserted += n;
       await sleep(300);
     }
-    if (inserted < total) await insertEvents(db, table, inserted, total - inserted);
+    if (inserted < total) await insertSampleEvents(db, table, inserted, total - inserted);
     inserted = total;
     log.info({ events: inserted }, 'demo: sample events committed; waiting until all are relayed');
 
@@ -139,7 +147,7 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
       if (!c.demoFollow && Date.now() > deadline)
         throw new Error('demo: events were not relayed within 60 s');
       if (c.demoFollow) {
-        await insertEvents(db, table, inserted, 1);
+        await insertSampleEvents(db, table, inserted, 1);
         inserted++;
         await sleep(1000);
       } else {
