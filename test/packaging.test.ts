@@ -227,7 +227,9 @@ describe('npm pack → npm install -g', () => {
       'proto/outbox/v1/envelope.proto',
       'docs/configuration.md',
       'docs/operator-cli.md',
+      'docs/upgrading.md',
       'README.md',
+      'CHANGELOG.md',
     ]) {
       expect(files, f).toContain(f);
     }
