@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../src/cli/exit-codes.ts';
 import { COMMAND_SUMMARY } from '../src/config/help.ts';
-import { type Command, optionsFor, SUBCOMMANDS } from '../src/config/options.ts';
+import { type Command, flagSpellings, optionsFor, SUBCOMMANDS } from '../src/config/options.ts';
 import { useTestDatabase } from './support/postgres.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -164,11 +164,7 @@ describe('help', () => {
       );
       const accepted = optionsFor(cmd[0] as Command, cmd[1])
         .filter((o) => !o.hidden)
-        .flatMap((o) => [
-          o.flag,
-          ...(o.negatable ? [`no-${o.flag}`] : []),
-          ...(o.secret ? [`${o.flag}-file`] : []),
-        ]);
+        .flatMap(flagSpellings);
       // demo's page is short: its own, routing and general options (the rest is run's page).
       const expected = cmd[0] === 'demo' ? accepted.filter((f) => shown.has(f)) : accepted;
       expect([...shown].sort()).toEqual([...new Set(expected)].sort());

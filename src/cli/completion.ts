@@ -4,7 +4,7 @@
  * (sub)command's own flags, enum values after their flag, and file names after --config/--*-file.
  */
 import { COMMAND_SUMMARY } from '../config/help.ts';
-import { type Command, type OptionSpec, optionsFor, SUBCOMMANDS } from '../config/options.ts';
+import { type Command, flagSpellings, type OptionSpec, optionsFor, SUBCOMMANDS } from '../config/options.ts';
 
 const EXTRA_COMMANDS = ['config', 'completion'];
 const CONFIG_SUBCOMMANDS = ['print', 'check'];
@@ -13,12 +13,7 @@ export type Shell = (typeof SHELLS)[number];
 
 function flagsOf(specs: readonly OptionSpec[]): string[] {
   const out = ['--help'];
-  for (const s of specs) {
-    if (s.hidden) continue;
-    out.push(`--${s.flag}`);
-    if (s.type === 'bool' && s.negatable) out.push(`--no-${s.flag}`);
-    if (s.secret) out.push(`--${s.flag}-file`);
-  }
+  for (const s of specs) if (!s.hidden) out.push(...flagSpellings(s).map((f) => `--${f}`));
   return out;
 }
 

@@ -12,7 +12,7 @@ import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts'
 import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { runOpsCommand } from '../ops/cli.ts';
+import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
@@ -244,7 +244,7 @@ function completionCommand(argv: string[]): number {
 }
 
 /** Commands that run once and end: they do not retry, unlike `run` (and the demo's own database). */
-const ONE_SHOT: ReadonlySet<string> = new Set(['migrate', 'check', 'status', 'events', 'replay', 'slot']);
+const ONE_SHOT: ReadonlySet<string> = new Set(['migrate', 'check', ...OPS_COMMANDS]);
 
 /** What to check when a one-shot command cannot reach the database (errors.ts's text is run's). */
 const ONE_SHOT_DATABASE_FIX =

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
-import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
+import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
 /** The resolved configuration: every option with its default applied. */
@@ -314,11 +314,6 @@ export function loadConfig(
   return loaded;
 }
 
-/** Every spelling of an option on the command line: --x, --no-x (negatable), --x-file (secret). */
-function spellings(s: OptionSpec): string[] {
-  return [s.flag, ...(s.negatable ? [`no-${s.flag}`] : []), ...(s.secret ? [`${s.flag}-file`] : [])];
-}
-
 /**
  * What to say about an unknown flag: the command's own flag it is a near miss of
  * (`did you mean --kafka-brokers?`), or the commands that do take it (`status --kafka-brokers`).
@@ -326,7 +321,7 @@ function spellings(s: OptionSpec): string[] {
 function unknownFlagHint(flag: string, known: string[], command: Command, sub?: string): string {
   const near = didYouMean(flag, known, (n) => `--${n}`);
   if (near) return near;
-  const owners = OPTIONS.filter((o) => !o.hidden && spellings(o).includes(flag));
+  const owners = OPTIONS.filter((o) => !o.hidden && flagSpellings(o).includes(flag));
   if (owners.length === 0) return '';
   const where = [
     ...new Set(

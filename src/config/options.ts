@@ -891,6 +891,11 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+/** Every spelling of an option on the command line, without `--`: x, no-x (negatable), x-file (secret). */
+export function flagSpellings(s: OptionSpec): string[] {
+  return [s.flag, ...(s.negatable ? [`no-${s.flag}`] : []), ...(s.secret ? [`${s.flag}-file`] : [])];
+}
+
 /** The options of a command; of one of its subcommands when `sub` is given (events list, slot drop). */
 export function optionsFor(command: Command, sub?: string): OptionSpec[] {
   return OPTIONS.filter(
