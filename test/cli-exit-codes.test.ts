@@ -227,6 +227,9 @@ describe('the command line is checked before anything connects', () => {
     ['replay without --since', ['replay'], /replay needs --since/],
     ['replay --until before --since', ['replay', '--since', '1h', '--until', '2h'], /must be before --until/],
     ['slot drop with an argument', ['slot', 'drop', 'other'], /slot drop takes no arguments/],
+    ['status with an argument', ['status', 'now'], /status takes no arguments, got now/],
+    ['run with a stray word', ['run', 'stdout'], /run takes no arguments, got stdout/],
+    ['migrate with a stray word', ['migrate', 'up'], /migrate takes no arguments, got up/],
   ])('%s: exit 64 with the database down', (_name, args, message) => {
     const r = cli(args, down);
     expect(r.code, r.err).toBe(EXIT.USAGE);

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
-import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
+import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
 /** The resolved configuration: every option with its default applied. */
@@ -254,6 +254,11 @@ export function loadConfig(
     );
   }
   const flags = parsed.values as Record<string, unknown>;
+  // Only events and slot take words after the command (a subcommand, ids): a stray word
+  // (`run stdout` meaning `run --sink stdout`) is a bad command line, not something to ignore.
+  if (!SUBCOMMANDS[command] && parsed.positionals.length > 0 && !flags.help) {
+    throw new UsageError(`${command} takes no arguments, got ${parsed.positionals.join(' ')}`, help);
+  }
 
   const fromFlags: Record<string, unknown> = {};
   const fromEnv: Record<string, unknown> = {};
