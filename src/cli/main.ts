@@ -12,7 +12,7 @@ import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts'
 import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { runOpsCommand } from '../ops/cli.ts';
+import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
@@ -20,7 +20,7 @@ import { KafkaSink } from '../sinks/kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
-import { completionScript } from './completion.ts';
+import { completionScript, SHELLS, type Shell } from './completion.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 
 /** From package.json, so `--version` is the installed package's version. */
@@ -227,25 +227,34 @@ function configCommand(argv: string[]): number {
   return EXIT.OK;
 }
 
-/** `outbox-relay completion bash|zsh` */
+/** `outbox-relay completion bash|zsh|fish` */
 function completionCommand(argv: string[]): number {
   const [shell] = argv;
   if (shell === '--help' || shell === '-h') {
     process.stdout.write(COMPLETION_HELP);
     return EXIT.OK;
   }
-  if ((shell !== 'bash' && shell !== 'zsh') || argv.length > 1) {
+  if (!SHELLS.includes(shell as Shell) || argv.length > 1) {
     throw new UsageError(
-      `completion: name the shell, bash or zsh, and nothing else${shell ? ` (got ${argv.map((a) => JSON.stringify(a)).join(' ')})` : ''}`,
+      `completion: name the shell, bash, zsh or fish, and nothing else${shell ? ` (got ${argv.map((a) => JSON.stringify(a)).join(' ')})` : ''}`,
       'completion',
     );
   }
-  process.stdout.write(completionScript(shell));
+  process.stdout.write(completionScript(shell as Shell));
   return EXIT.OK;
 }
 
+/** Commands that run once and end: they do not retry, unlike `run` (and the demo's own database). */
+const ONE_SHOT: ReadonlySet<string> = new Set(['migrate', 'check', ...OPS_COMMANDS]);
+
+/** What to check when a one-shot command cannot reach the database (errors.ts's text is run's). */
+const ONE_SHOT_DATABASE_FIX =
+  'this command does not retry. Check the URL (--database-url / DATABASE_URL: host, port, database), ' +
+  'that PostgreSQL is up and accepts connections there (`pg_isready -h HOST -p PORT`), that ' +
+  'pg_hba.conf admits this host, role and database, and that no firewall, security group or network policy blocks the port; then run the command again.';
+
 /** Prints what went wrong, once, with one hint where to read more; returns the exit code. */
-function report(e: unknown): number {
+function report(e: unknown, command: string | undefined): number {
   if (e instanceof UsageError) {
     const help = e.help ? `outbox-relay ${e.help} --help` : 'outbox-relay --help';
     process.stderr.write(`outbox-relay: ${e.message}\n  usage: see \`${help}\`\n`);
@@ -255,7 +264,10 @@ function report(e: unknown): number {
     process.stderr.write(`outbox-relay: ${e.explanation}\n`);
     return EXIT.CONFIG;
   }
-  const re: RelayError = isRelayError(e) ? e : toRelayError(e);
+  let re: RelayError = isRelayError(e) ? e : toRelayError(e);
+  if (re.code === ErrorCode.DATABASE_UNAVAILABLE && command !== undefined && ONE_SHOT.has(command)) {
+    re = new RelayError(re.code, re.message, { cause: re.cause, fix: ONE_SHOT_DATABASE_FIX });
+  }
   process.stderr.write(`outbox-relay: [${re.code}] ${re.explanation}\n`);
   if (re.code === 'PROTOCOL_VIOLATION' && e instanceof Error && e.stack) process.stderr.write(`${e.stack}\n`);
   return exitCodeFor(re);
@@ -266,7 +278,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (e) => {
-    process.exitCode = report(e);
+    process.exitCode = report(e, process.argv[2]);
     if (!isRelayError(e) && !(e instanceof Error)) process.stderr.write(`${errorMessage(e)}\n`);
   },
 );

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
-import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
+import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
 /** The resolved configuration: every option with its default applied. */
@@ -246,9 +246,19 @@ export function loadConfig(
   try {
     parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''), help);
+    const message = (e as Error).message.replace(/\. To specify.*$/s, '');
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
+    throw new UsageError(
+      unknown ? `${message}${unknownFlagHint(unknown, Object.keys(parseOptions), command, sub)}` : message,
+      help,
+    );
   }
   const flags = parsed.values as Record<string, unknown>;
+  // Only events and slot take words after the command (a subcommand, ids): a stray word
+  // (`run stdout` meaning `run --sink stdout`) is a bad command line, not something to ignore.
+  if (!SUBCOMMANDS[command] && parsed.positionals.length > 0 && !flags.help) {
+    throw new UsageError(`${command} takes no arguments, got ${parsed.positionals.join(' ')}`, help);
+  }
 
   const fromFlags: Record<string, unknown> = {};
   const fromEnv: Record<string, unknown> = {};
@@ -277,7 +287,7 @@ export function loadConfig(
       else if (!everyKey.has(k)) {
         throw new RelayError(
           ErrorCode.CONFIG_INVALID,
-          `config file ${JSON.stringify(configPath)}: unknown option "${k}"${closest(k, [...everyKey])}`,
+          `config file ${JSON.stringify(configPath)}: unknown option "${k}"${didYouMean(k, [...everyKey], (n) => `"${n}"`)}`,
           { details: { option: k }, fix: configFix(help) },
         );
       }
@@ -305,12 +315,39 @@ export function loadConfig(
     help: !!flags.help,
     sources,
   };
-  if (!loaded.help && check) validate(command, loaded.config, specs, help);
+  if (!loaded.help && check) validate(command, loaded.config, specs, help, sources);
   return loaded;
 }
 
-/** ` (did you mean "x"?)` for a near miss (edit distance 1–2), else nothing. */
-function closest(word: string, candidates: string[]): string {
+/**
+ * What to say about an unknown flag: the command's own flag it is a near miss of
+ * (`did you mean --kafka-brokers?`), or the commands that do take it (`status --kafka-brokers`).
+ */
+function unknownFlagHint(flag: string, known: string[], command: Command, sub?: string): string {
+  const near = didYouMean(flag, known, (n) => `--${n}`);
+  if (near) return near;
+  const owners = OPTIONS.filter((o) => !o.hidden && flagSpellings(o).includes(flag));
+  if (owners.length === 0) return '';
+  const where = [
+    ...new Set(
+      owners.flatMap((o) =>
+        o.commands.flatMap((c) =>
+          c === 'events' && o.subcommands ? o.subcommands.map((x) => `events ${x}`) : [c],
+        ),
+      ),
+    ),
+  ].filter((c) => c !== (sub ? `${command} ${sub}` : command));
+  return ` (not an option of ${sub ? `${command} ${sub}` : command}; ${where.join(', ')} take${where.length === 1 ? 's' : ''} it)`;
+}
+
+/** ` (did you mean x?)` for a near miss (edit distance 1–2), else nothing. */
+function didYouMean(word: string, candidates: string[], show: (name: string) => string): string {
+  const best = closest(word, candidates);
+  return best === undefined ? '' : ` (did you mean ${show(best)}?)`;
+}
+
+/** The candidate nearest to `word` (edit distance 1–2, case-insensitive), if any. */
+function closest(word: string, candidates: string[]): string | undefined {
   const distance = (a: string, b: string): number => {
     const d = Array.from({ length: b.length + 1 }, (_, i) => i);
     for (let i = 1; i <= a.length; i++) {
@@ -327,25 +364,42 @@ function closest(word: string, candidates: string[]): string {
   const best = candidates
     .map((c) => [c, distance(word.toLowerCase(), c.toLowerCase())] as const)
     .sort((x, y) => x[1] - y[1])[0];
-  return best && best[1] <= 2 ? ` (did you mean "${best[0]}"?)` : '';
+  return best && best[1] <= 2 ? best[0] : undefined;
 }
 
-export function validate(command: Command, c: Config, specs: OptionSpec[], help: string = command): void {
+/**
+ * The checks a value's type cannot express, and those across options. A value that is wrong on
+ * its own (a broker that is not host:port, a bad slot name) and came from a flag is a bad command
+ * line (UsageError, exit 64), as a flag of the wrong type is; from a config file or the
+ * environment, or a combination of options, it is bad configuration (exit 78). Without `sources`
+ * every problem is configuration.
+ */
+export function validate(
+  command: Command,
+  c: Config,
+  specs: OptionSpec[],
+  help: string = command,
+  sources: Loaded['sources'] = {},
+): void {
   const spec = (key: string) => specs.find((s) => s.key === key)!;
-  const fail = (key: string, why: string) => {
+  /** A combination of options, or a required one missing: configuration. */
+  const need = (key: string, why: string) => {
     const s = spec(key);
     return new RelayError(ErrorCode.CONFIG_INVALID, `--${s.flag}${s.env ? ` / ${s.env}` : ''}: ${why}`, {
       details: { option: key },
       fix: configFix(help),
     });
   };
+  /** One option's value is wrong on its own: usage when it came from a flag. */
+  const fail = (key: string, why: string) =>
+    sources[key] === 'flag' ? new UsageError(`--${spec(key).flag} (flag): ${why}`, help) : need(key, why);
   if (c.markPublished === false)
-    throw fail(
+    throw need(
       'markPublished',
       "was removed: the relay records published events in the slot's progress record (one statement per batch), so the truthful status costs no row writes; drop the option (docs/outbox-table.md, 'Status')",
     );
   if (command !== 'demo') {
-    if (!c.databaseUrl) throw fail('databaseUrl', 'is required (e.g. postgres://relay@db:5432/app)');
+    if (!c.databaseUrl) throw need('databaseUrl', 'is required (e.g. postgres://relay@db:5432/app)');
     if (!/^postgres(ql)?:\/\//.test(c.databaseUrl)) {
       throw fail('databaseUrl', 'must start with postgres:// or postgresql://');
     }
@@ -373,12 +427,12 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
           `${type}=${format}: the format must be one of ${VALUE_FORMATS.join(', ')}`,
         );
     }
-    if (c.retryMaxMs < c.retryInitialMs) throw fail('retryMaxMs', 'must not be below --retry-initial-ms');
+    if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
-      throw fail('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
+      throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
     }
     if (c.slotWarnBytes > 0 && c.slotCriticalBytes > 0 && c.slotCriticalBytes < c.slotWarnBytes) {
-      throw fail('slotCriticalBytes', 'must not be below --slot-warn-bytes (or 0 to turn it off)');
+      throw need('slotCriticalBytes', 'must not be below --slot-warn-bytes (or 0 to turn it off)');
     }
     if (c.deadLetterTopic) {
       const d = checkTopicTemplate(c.deadLetterTopic);
@@ -388,18 +442,18 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
   }
   if (command === 'run' && c.sink === 'kafka') {
     if (c.kafkaBrokers.length === 0)
-      throw fail('kafkaBrokers', 'is required with --sink kafka (e.g. kafka-1:9092,kafka-2:9092)');
+      throw need('kafkaBrokers', 'is required with --sink kafka (e.g. kafka-1:9092,kafka-2:9092)');
     for (const b of c.kafkaBrokers) {
       if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
     }
     if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
-      throw fail(
+      throw need(
         'kafkaSaslMechanism',
         `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
       );
     }
     if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
-      throw fail('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
+      throw need('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
     }
   }
 }

@@ -28,6 +28,12 @@ export interface OptionSpec {
    * all of them. Each subcommand's --help lists only its options, and rejects the others.
    */
   subcommands?: readonly string[];
+  /**
+   * A removed option: still parsed, so using it gives its clear error (or is accepted and does
+   * nothing, as its doc says), but left out of --help, completion, `config print` and
+   * docs/configuration.md, so nobody starts using it.
+   */
+  hidden?: boolean;
   group: string;
   doc: string;
   commands: readonly Command[];
@@ -341,6 +347,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'bool',
     negatable: true,
     default: true,
+    hidden: true,
     group: 'Pipeline',
     doc: "Removed: the relay no longer writes a row per published event. It records each batch's ids in the slot's progress record (one statement per batch; small batches share one, at most every 10 ms), and `<table>_with_status`, the operator commands and retention read the truthful status from it (docs/outbox-table.md). --mark-published is accepted and does nothing; --no-mark-published is a configuration error.",
     commands: RUN,
@@ -885,6 +892,11 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: ['run'],
   },
 ];
+
+/** Every spelling of an option on the command line, without `--`: x, no-x (negatable), x-file (secret). */
+export function flagSpellings(s: OptionSpec): string[] {
+  return [s.flag, ...(s.negatable ? [`no-${s.flag}`] : []), ...(s.secret ? [`${s.flag}-file`] : [])];
+}
 
 /** The options of a command; of one of its subcommands when `sub` is given (events list, slot drop). */
 export function optionsFor(command: Command, sub?: string): OptionSpec[] {

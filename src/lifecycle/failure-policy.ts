@@ -46,7 +46,7 @@ export function logOutcome(
     topic,
     attempts,
     outcome,
-    ...(error ? { reason: error.reason, err: error.message } : {}),
+    ...(error ? { error_class: error.class, reason: error.reason, err: error.message } : {}),
   };
   if (outcome === 'dead' || outcome === 'retry')
     log.warn(fields, `event ${outcome === 'dead' ? 'dead' : 'failed'}: ${error?.message ?? ''}`);

@@ -17,7 +17,7 @@ import { audit, confirm, type OpsContext } from './operator.ts';
  * A dropped slot loses its position: the next `run` creates a new one that sees only later
  * commits; replay the gap with `outbox-relay replay --since …`.
  */
-export async function slotCommand(ctx: OpsContext, args: string[]): Promise<number> {
+export function parseSlotArgs(args: string[]): void {
   const [sub, ...rest] = args;
   if (sub !== 'drop') {
     throw new OpsInputError(
@@ -26,6 +26,10 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   }
   if (rest.length)
     throw new OpsInputError(`slot drop takes no arguments (the slot is --slot), got ${rest.join(' ')}`);
+}
+
+/** `slot drop`, its command line checked by parseSlotArgs (before connecting). */
+export async function slotCommand(ctx: OpsContext): Promise<number> {
   const slot = ctx.config.slot;
   await requireReplication(ctx);
   const row = await readSlot(ctx.db, slot);

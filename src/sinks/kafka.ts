@@ -14,6 +14,7 @@ import type { OutboundMessage } from '../route/event.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
+import { logCreator } from './kafkajs-log.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
@@ -52,25 +53,6 @@ function sasl(c: KafkaSinkConfig): SASLOptions | undefined {
     username: c.kafkaSaslUsername ?? '',
     password: c.kafkaSaslPassword ?? '',
   } as SASLOptions;
-}
-
-/**
- * kafkajs warnings that do not apply to the relay. kafkajs warns that limited retries "may
- * invalidate EoS guarantees" of an idempotent producer: the relay promises at-least-once, not
- * exactly-once, and its own loop re-sends a failed batch, in order, until the broker
- * acknowledges it (duplicates are deduplicated by event_id downstream).
- */
-const NOT_APPLICABLE = [/^Limiting retries for the idempotent producer may invalidate EoS guarantees/];
-
-/** kafkajs log levels → pino; kafkajs is chatty at info, so only warnings and errors pass. */
-function logCreator(log: Logger) {
-  return () =>
-    ({ level, log: entry }: { level: number; log: { message: string } & Record<string, unknown> }) => {
-      const { message, timestamp: _t, logger: _l, ...rest } = entry;
-      if (NOT_APPLICABLE.some((p) => p.test(message))) log.debug(rest, `kafkajs: ${message}`);
-      else if (level === logLevel.ERROR) log.error(rest, `kafkajs: ${message}`);
-      else if (level === logLevel.WARN) log.warn(rest, `kafkajs: ${message}`);
-    };
 }
 
 /**
