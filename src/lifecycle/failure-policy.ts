@@ -1,8 +1,8 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { backoffDelay } from '../retry/backoff.ts';
 import type { OutboxEvent } from '../route/event.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 
 export type FailureOutcome = 'published' | 'retry' | 'dead' | 'dlq' | 'parked' | 'released';
 

@@ -1,6 +1,6 @@
+import type { Classified } from '../errors.ts';
 import type { TxnEntry } from '../replication/ack-tracker.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 
 export interface Pending {
   message: OutboundMessage;

@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import { errorMessage } from '../errors.ts';
 import { type BlockedAggregates, hasAggregate } from '../lifecycle/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
@@ -12,7 +13,6 @@ import type { RelayMetrics } from '../observability/metrics.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 
 export interface RecoveryDeps {

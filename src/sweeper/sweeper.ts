@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import { errorMessage, RelayError } from '../errors.ts';
 import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
@@ -29,7 +30,6 @@ import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../retry/backoff.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
