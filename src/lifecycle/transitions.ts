@@ -86,6 +86,13 @@ export const TRANSITIONS: readonly Transition[] = [
     statement: 'outbox-store.ts#OutboxStore.recordParked',
   },
   {
+    from: 'pending',
+    to: 'discarded',
+    by: 'slot recovery',
+    when: 'as the stream (the same outcome code: src/outcome/record.ts)',
+    statement: 'outbox-store.ts#OutboxStore.recordUnrecordable',
+  },
+  {
     from: 'failed',
     to: 'published',
     by: 'sweeper',

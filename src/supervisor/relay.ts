@@ -316,7 +316,8 @@ export class Relay {
           await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
-          if (slot.recovery && !(await this.#recover(slot.recovery, shared))) break;
+          const outcomeDeps = { ...shared, outages: this.#outages, tracer };
+          if (slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
@@ -324,7 +325,7 @@ export class Relay {
           const recorded = await readProgress(pool, store.progress, c.slot);
           const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
-            { ...shared, outages: this.#outages, tracer },
+            outcomeDeps,
             slot.confirmedFlushLsn,
             recorded ? parseIdRanges(recorded) : [],
             onRows,
