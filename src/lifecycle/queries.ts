@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { companion, qualified } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
@@ -153,7 +154,7 @@ export async function statusCounts(
          FROM ${unpublishedRowsSql(table, progressTable(schema, tableName))} WHERE o.status = 'pending'`,
     )
     .catch((e) => {
-      if ((e as { code?: string }).code !== '42P01') throw e;
+      if (sqlStateOf(e) !== SqlState.UNDEFINED_TABLE) throw e;
       const row = byStatus.rows.find((r) => r.status === 'pending');
       return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
     });

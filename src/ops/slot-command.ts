@@ -2,6 +2,7 @@ import { EXIT } from '../cli/exit-codes.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { currentRole } from '../replication/preflight.ts';
 import { sqlName } from '../replication/privileges.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -60,8 +61,8 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
       return EXIT.UNAVAILABLE;
     }
   } catch (e) {
-    // 55006: a relay took the slot between the check and the drop.
-    if ((e as { code?: string }).code === '55006') {
+    // object_in_use: a relay took the slot between the check and the drop.
+    if (sqlStateOf(e) === SqlState.OBJECT_IN_USE) {
       process.stderr.write(`outbox-relay: slot ${slot} became active; nothing changed\n`);
       return EXIT.UNAVAILABLE;
     }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { qualified as qualifiedName } from '../store/sql-ident.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 import { grantOn, RELAY_STATE_PRIVILEGES, relayTablePrivileges, sqlName } from './privileges.ts';
@@ -286,9 +287,9 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
       await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
       created = true;
     } catch (e) {
-      // 42710: created concurrently (by another relay, or on another database); read it like an existing one.
-      if ((e as { code?: string }).code !== '42710') {
-        if ((e as { code?: string }).code === '53400') {
+      // duplicate_object: created concurrently (by another relay, or on another database); read it like an existing one.
+      if (sqlStateOf(e) !== SqlState.DUPLICATE_OBJECT) {
+        if (sqlStateOf(e) === SqlState.CONFIGURATION_LIMIT_EXCEEDED) {
           throw new RelayError(
             ErrorCode.SLOT_LIMIT_REACHED,
             `cannot create slot ${slot}: ${(e as Error).message}`,

@@ -1,4 +1,5 @@
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { SqlState } from '../store/pg-errors.ts';
 
 /**
  * What each role needs (docs/deployment.md, "Roles: least privilege"), and how a missing
@@ -26,7 +27,10 @@ export function grantOn(privileges: string[], object: string, role: string): str
 }
 
 /** SQLSTATEs of a refused privilege: insufficient_privilege, invalid_grant_operation. */
-const PRIVILEGE_SQLSTATE = new Set(['42501', '0LP01']);
+const PRIVILEGE_SQLSTATE = new Set<string>([
+  SqlState.INSUFFICIENT_PRIVILEGE,
+  SqlState.INVALID_GRANT_OPERATION,
+]);
 
 /**
  * A privilege error from any statement (the relay's or an operator command's) as

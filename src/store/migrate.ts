@@ -6,6 +6,7 @@ import { insertInitialProgress, progressTable } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { slotOwnershipError } from '../replication/preflight.ts';
 import { sqlName } from '../replication/privileges.ts';
+import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { ident, qualified } from './sql-ident.ts';
 
@@ -138,7 +139,7 @@ async function migratePrivilegeError(
   schema: string,
 ): Promise<RelayError | null> {
   const cause = e instanceof RelayError && e.code === ErrorCode.MIGRATION_FAILED ? e.cause : e;
-  if ((cause as { code?: string }).code !== '42501') return null;
+  if (sqlStateOf(cause) !== SqlState.INSUFFICIENT_PRIVILEGE) return null;
   const role = await client
     .query<{ u: string }>('SELECT current_user AS u')
     .then((r) => sqlName(r.rows[0]!.u))
@@ -172,10 +173,10 @@ async function ensureMigrationSlot(client: pg.ClientBase, slot: string, log?: Lo
   try {
     await client.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
   } catch (e) {
-    const code = (e as { code?: string }).code;
-    // 42710: created concurrently (another migrate, a relay, or another database: the relay's
+    const code = codeOf(e);
+    // duplicate_object: created concurrently (another migrate, a relay, or another database: the relay's
     // own preflight then refuses it by name).
-    if (code === '42710') return [];
+    if (code === SqlState.DUPLICATE_OBJECT) return [];
     // The migrating role may lack REPLICATION; the relay creates the slot at its first start.
     log?.warn(
       { slot, err: (e as Error).message, code },

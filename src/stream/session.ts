@@ -13,6 +13,7 @@ import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
 
@@ -430,12 +431,11 @@ function batchBytes(batch: readonly Pending[]): number {
 }
 
 function classifyStreamError(e: unknown): RelayError {
-  const code = (e as { code?: string }).code;
-  // 55006: object_in_use — the slot is active for another PID (another relay took it).
-  if (code === '55006') {
+  // object_in_use: the slot is active for another PID (another relay took it).
+  if (sqlStateOf(e) === SqlState.OBJECT_IN_USE) {
     return new RelayError(ErrorCode.SLOT_ACTIVE_ELSEWHERE, errorMessage(e), { retriable: true, cause: e });
   }
-  // 42704: the slot was dropped under us; the next session's #openSlot recovers it (relay.ts).
+  // undefined_object: the slot was dropped under us; the next session's #openSlot recovers it (relay.ts).
   return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `replication stream failed: ${errorMessage(e)}`, {
     retriable: true,
     cause: e,

@@ -15,6 +15,7 @@ import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { ReplicationSession } from '../stream/session.ts';
@@ -31,8 +32,6 @@ export interface RelayOptions {
   metrics?: RelayMetrics;
 }
 
-/** SQLSTATE classes and codes after which a retry can succeed. */
-const RETRIABLE_SQLSTATE = /^(08|53|57P|40|55P03|58)/;
 const RETRIABLE_NODE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -52,7 +51,7 @@ export function toRelayError(e: unknown): RelayError {
   const code = (e as { code?: string }).code;
   const msg = errorMessage(e);
   if (
-    (code && (RETRIABLE_SQLSTATE.test(code) || RETRIABLE_NODE.has(code))) ||
+    (code && (isTransientSqlState(code) || RETRIABLE_NODE.has(code))) ||
     /Connection terminated|connection timeout|ended unexpectedly/i.test(msg)
   ) {
     return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `database unavailable: ${msg}`, {
@@ -60,7 +59,11 @@ export function toRelayError(e: unknown): RelayError {
       cause: e,
     });
   }
-  if (code === '28P01' || code === '28000' || code === '3D000') {
+  if (
+    code === SqlState.INVALID_PASSWORD ||
+    code === SqlState.INVALID_AUTHORIZATION_SPECIFICATION ||
+    code === SqlState.INVALID_CATALOG_NAME
+  ) {
     return new RelayError(ErrorCode.CONFIG_INVALID, `cannot connect with --database-url: ${msg}`, {
       cause: e,
     });

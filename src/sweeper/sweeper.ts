@@ -33,6 +33,7 @@ import { sleep } from '../retry/backoff.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
 import { SlotWatch } from './slot-watch.ts';
@@ -207,9 +208,9 @@ export class Sweeper {
     } catch (e) {
       if (e instanceof RelayError && !e.retriable) throw e;
       if (!this.#failingSteps.has(name)) {
-        const code = (e as { code?: string }).code;
+        const code = codeOf(e);
         const hint =
-          code === '42501' && name === 'retention'
+          code === SqlState.INSUFFICIENT_PRIVILEGE && name === 'retention'
             ? ' (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune)'
             : '';
         this.#d.log.warn({ step: name, err: errorMessage(e), code }, `${name} failed${hint}; retrying`);
