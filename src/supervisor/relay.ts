@@ -13,6 +13,7 @@ import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.t
 import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
+import { outagePolicy } from '../retry/retry.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -411,10 +412,9 @@ export class Relay {
             continue;
           }
           this.#setState('waiting', e.message, dependency);
-          await sleep(
-            backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, this.#attempt),
-            stop,
-          );
+          // Not retryUntilAborted: each round of this loop decides anew (standby, poison, lost
+          // slot, back-off reset by progress); it waits with the same outage policy.
+          await sleep(backoffDelay(outagePolicy(c), this.#attempt), stop);
         }
       }
     } finally {
