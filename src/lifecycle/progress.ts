@@ -15,9 +15,6 @@ import { idRanges } from './id-ranges.ts';
  *    its id, and a row whose own status is not 'pending' keeps it (the row wins);
  *  - the record only grows; compaction fills gaps of ids that can never appear (see compact).
  */
-export function progressTable(schema: string, table: string): string {
-  return qualified(schema, `${table}_relay_progress`);
-}
 
 /** The quoted name of the view with each row's truthful status. */
 export function statusView(schema: string, table: string): string {
@@ -39,17 +36,6 @@ export function unpublishedRowsSql(table: string, progress: string): string {
   return `unnest('{(,)}'::int8multirange - ${publishedSql(progress)}) AS g
      JOIN ${table} AS o ON o.id >= coalesce(lower(g), -9223372036854775808)
                       AND o.id < coalesce(upper(g), 9223372036854775807)`;
-}
-
-/** migrate: the slot's row, so the relay needs only SELECT, UPDATE on the table. Keeps an existing row. */
-export async function insertInitialProgress(
-  db: pg.ClientBase,
-  progress: string,
-  slot: string,
-): Promise<void> {
-  await db.query(`INSERT INTO ${progress} (slot_name) VALUES ($1) ON CONFLICT (slot_name) DO NOTHING`, [
-    slot,
-  ]);
 }
 
 /**

@@ -1,9 +1,10 @@
 import type pg from 'pg';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { progressTable } from '../store/progress-table.ts';
 import { companion, qualified } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
-import { progressTable, unpublishedRowsSql } from './progress.ts';
+import { unpublishedRowsSql } from './progress.ts';
 
 /**
  * The statements that read outbox rows by status: the operator commands' lists, counts and

@@ -1,8 +1,9 @@
 import { EXIT } from '../cli/exit-codes.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { currentRole } from '../replication/preflight.ts';
-import { sqlName } from '../replication/privileges.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { dropSlotOfThisDatabase } from '../store/slots.ts';
+import { sqlName } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -50,11 +51,7 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   try {
     // The database is checked again in the statement itself: the name could have been dropped
     // and taken by another database since readSlot.
-    const dropped = await ctx.db.query(
-      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
-      [slot],
-    );
-    if (dropped.rowCount !== 1) {
+    if (!(await dropSlotOfThisDatabase(ctx.db, slot))) {
       process.stderr.write(
         `outbox-relay: slot ${slot} is no longer a slot of this database; nothing changed\n`,
       );

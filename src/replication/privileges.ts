@@ -1,5 +1,6 @@
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import { SqlState } from '../store/pg-errors.ts';
+import { sqlName } from '../store/sql-ident.ts';
 
 /**
  * What each role needs (docs/deployment.md, "Roles: least privilege"), and how a missing
@@ -16,11 +17,6 @@ export function relayTablePrivileges(prune: boolean | undefined): string[] {
  * for a slot migrate did not see (then the relay inserts the row itself).
  */
 export const RELAY_STATE_PRIVILEGES = ['SELECT', 'UPDATE'];
-
-/** An identifier as an operator would type it: quoted only when it has to be. */
-export function sqlName(...parts: string[]): string {
-  return parts.map((p) => (/^[a-z_][a-z0-9_$]*$/.test(p) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
-}
 
 export function grantOn(privileges: string[], object: string, role: string): string {
   return `GRANT ${privileges.join(', ')} ON ${object} TO ${sqlName(role)};`;

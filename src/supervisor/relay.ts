@@ -19,6 +19,7 @@ import type { Sink } from '../sinks/sink.ts';
 import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
+import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
@@ -501,23 +502,18 @@ export class Relay {
           'replication slot invalidated (wal_status = lost): dropping it to recover',
         );
         await markRecovery(client, store.progress, c.slot, recovery);
-        await client
-          .query(
-            'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
-            [c.slot],
-          )
-          .catch((d) => {
-            // 55006: still active (the invalidated session's walsender is on its way out): the
-            // next round tries again — the mark above says a recovery is due.
-            throw new RelayError(
-              ErrorCode.DATABASE_UNAVAILABLE,
-              `cannot drop the lost slot yet: ${errorMessage(d)}`,
-              {
-                retriable: true,
-                cause: d,
-              },
-            );
-          });
+        await dropSlotOfThisDatabase(client, c.slot).catch((d) => {
+          // object_in_use: still active (the invalidated session's walsender is on its way out): the
+          // next round tries again — the mark above says a recovery is due.
+          throw new RelayError(
+            ErrorCode.DATABASE_UNAVAILABLE,
+            `cannot drop the lost slot yet: ${errorMessage(d)}`,
+            {
+              retriable: true,
+              cause: d,
+            },
+          );
+        });
         return 'missing' as const;
       });
       if (state === 'missing' && recovery === null) {
