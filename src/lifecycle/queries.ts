@@ -40,8 +40,7 @@ function source(table: string, f: EventFilter): string {
 /** The view with each row's truthful status, beside a quoted table. */
 const view = (table: string) => companion(table, '_with_status');
 
-const COLUMNS = `id::text AS id, event_id::text AS event_id, aggregate_type, aggregate_id, event_type, payload,
-  content_type, headers, traceparent, created_at, status, attempts, next_attempt_at, last_error, published_at`;
+const COLUMNS = `${ROW_COLUMNS}, next_attempt_at, last_error, published_at`;
 
 /** Rows matching the filter in id order (stable paging: pass the last id as --after-id). */
 export async function listEvents(

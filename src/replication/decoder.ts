@@ -1,6 +1,6 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
-import type { OutboxRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxEvent } from '../route/event.ts';
+import type { OutboxRow } from '../route/outbox-row.ts';
 import { readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 

@@ -1,5 +1,7 @@
-import { TRACEPARENT } from '../sdk/trace-context.ts';
 import type { OutboxEvent } from './event.ts';
+
+/** W3C traceparent, version 00 layout; version ff is forbidden by the spec (the SDK checks it too). */
+export const TRACEPARENT = /^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /**
  * Rows are hostile input (design.md §7): the outbox table may be user-owned or hand-made, with

@@ -1,12 +1,13 @@
 import type { Config } from '../config/load.ts';
 import { complement, parseIdRanges } from '../lifecycle/id-ranges.ts';
-import { rowToEvent, type StoredRow } from '../lifecycle/outbox-row.ts';
+import type { StoredRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { readPublished } from '../lifecycle/progress.ts';
 import { pendingRowsBetween } from '../lifecycle/queries.ts';
 import { decideBatch } from '../outcome/decide.ts';
 import { type OutcomeDeps, PARKED, PUBLISHED, routeItem } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
+import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf } from '../route/router.ts';
 
 export interface RecoveryDeps extends OutcomeDeps {

@@ -3,7 +3,7 @@ import type { Classified } from '../errors.ts';
 import { errorMessage, RelayError } from '../errors.ts';
 import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
-import { rowToEvent, type StoredRow } from '../lifecycle/outbox-row.ts';
+import type { StoredRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { compactProgress } from '../lifecycle/progress.ts';
 import {
@@ -31,6 +31,7 @@ import { countSweep } from '../outcome/count.ts';
 import { publishOnce } from '../outcome/publish.ts';
 import { sleep } from '../retry/backoff.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
+import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, SqlState } from '../store/pg-errors.ts';
