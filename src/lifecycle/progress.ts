@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
 import { idRanges } from './id-ranges.ts';
+import { sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * The per-slot progress record (sql/000003_relay_progress.sql): which outbox ids a slot's relay
@@ -100,7 +101,7 @@ export async function outcomesOnRows(
 ): Promise<Set<string>> {
   const r = await db.query<{ id: string }>(
     `SELECT o.id::text AS id FROM ${table} AS o
-      WHERE o.status IN ('failed', 'dead', 'parked')
+      WHERE o.status IN ${sqlStatuses(UNHEALTHY)}
         AND NOT EXISTS (SELECT 1 FROM ${progress} AS p WHERE p.slot_name = $1 AND p.published @> o.id)
       ORDER BY o.id DESC LIMIT ${MAX_OUTCOMES_ON_ROWS}`,
     [slot],

@@ -5,6 +5,7 @@ import { companion, qualified } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
 import { unpublishedRowsSql } from './progress.ts';
+import { SCANNED, sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * The statements that read outbox rows by status: the operator commands' lists, counts and
@@ -182,7 +183,7 @@ export async function unhealthyCounts(
 ): Promise<Map<string, { status: string; n: string; oldest: string | null }>> {
   const r = await db.query<{ status: string; n: string; oldest: string | null }>(
     `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
-       FROM ${table} WHERE status IN ('failed', 'dead', 'parked') GROUP BY status`,
+       FROM ${table} WHERE status IN ${sqlStatuses(UNHEALTHY)} GROUP BY status`,
   );
   return new Map(r.rows.map((x) => [x.status, x]));
 }
@@ -201,7 +202,7 @@ export async function pendingCount(db: Db, table: string, progress: string): Pro
  */
 export async function storedSettledCounts(db: Db, table: string): Promise<Map<string, number>> {
   const r = await db.query<{ status: string; n: string }>(
-    `SELECT status, count(*)::text AS n FROM ${table} WHERE status IN ('pending', 'published', 'discarded') GROUP BY status`,
+    `SELECT status, count(*)::text AS n FROM ${table} WHERE status IN ${sqlStatuses(SCANNED)} GROUP BY status`,
   );
   return new Map(r.rows.map((x) => [x.status, Number(x.n)]));
 }
@@ -225,7 +226,7 @@ export async function heldAggregates(
     `SELECT DISTINCT o.aggregate_type, o.aggregate_id
        FROM ${table} AS o JOIN unnest($1::text[], $2::text[]) AS k(type, id)
          ON o.aggregate_type = k.type AND o.aggregate_id = k.id
-      WHERE o.status IN ('failed', 'dead', 'parked')`,
+      WHERE o.status IN ${sqlStatuses(UNHEALTHY)}`,
     [keys.map(([type]) => type), keys.map(([, id]) => id)],
   );
   return r.rows;

@@ -24,8 +24,26 @@
 export const STATUSES = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'] as const;
 export type Status = (typeof STATUSES)[number];
 
-/** Statuses that hold an aggregate in strict ordering (and that `events list` shows by default). */
+/**
+ * Statuses that hold an aggregate in strict ordering (and that `events list` shows by default):
+ * the predicate of the table's partial indexes (sql/000001_outbox.sql), which queries on them
+ * spell the same way (sqlStatuses) so the planner can use them.
+ */
 export const UNHEALTHY: readonly Status[] = ['failed', 'dead', 'parked'];
 
-/** Statuses an operator may resend or discard. */
+/**
+ * Statuses an operator may resend or discard — and the unresolved head of an aggregate: its
+ * parked events wait while one of these is ahead of them.
+ */
 export const RESOLVABLE: readonly Status[] = ['failed', 'dead'];
+
+/** Settled for good: retention prunes these after --retention-published-ms. */
+export const PRUNABLE: readonly Status[] = ['published', 'discarded'];
+
+/** Statuses outside the partial indexes of UNHEALTHY rows: counting them scans the table. */
+export const SCANNED: readonly Status[] = STATUSES.filter((s) => !UNHEALTHY.includes(s));
+
+/** A status set as SQL, for `status IN ${sqlStatuses(…)}`: ('failed', 'dead'). */
+export function sqlStatuses(statuses: readonly Status[]): string {
+  return `(${statuses.map((s) => `'${s}'`).join(', ')})`;
+}

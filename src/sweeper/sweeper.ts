@@ -14,6 +14,7 @@ import {
   unhealthyCounts,
 } from '../lifecycle/queries.ts';
 import { Retention } from '../lifecycle/retention.ts';
+import { UNHEALTHY } from '../lifecycle/statuses.ts';
 import {
   claimDueFailed,
   claimParked,
@@ -369,7 +370,7 @@ export class Sweeper {
     const { store, metrics } = this.#d;
     const f = metrics.failures;
     const by = await unhealthyCounts(store.db, store.table);
-    for (const s of ['failed', 'dead', 'parked']) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
+    for (const s of UNHEALTHY) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
     f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
     const oldest = Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0));
     f.oldestFailedAgeSeconds.set(oldest);
