@@ -1,11 +1,11 @@
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
-import { formatBytes } from '../ops/format.ts';
 import { slotInvalidatedError } from '../replication/preflight.ts';
 import { readSlotRow, slotOwnershipError } from '../store/slots.ts';
 import {
   crossing,
+  formatBytes,
   type Level,
   levelOf,
   type SlotSample,
