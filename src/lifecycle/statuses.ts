@@ -14,9 +14,10 @@
  *                an operator resends or discards it (or --retention-dead-ms prunes it).
  *  - parked    — strict ordering: held behind a failed or dead event of its aggregate; released in id
  *                order by the sweeper once nothing is ahead of it.
- *  - discarded — an operator gave up on a failed or dead event, or PostgreSQL refused to record its
- *                failure (54000: aggregate columns too long for the failure index). Kept for audit
- *                until retention.
+ *  - discarded — an operator gave up on a failed or dead event, PostgreSQL refused to record its
+ *                failure (54000: aggregate columns too long for the failure index), or its text is
+ *                not UTF-8 (a SQL_ASCII database: no message can carry it, and no UTF8 connection
+ *                can read it back to retry). Kept for audit until retention.
  *
  * The truthful status of every row: the view `<table>_with_status` (sql/000003); for counts, the
  * cheaper sources in queries.ts. No status ever goes back to 'pending'.

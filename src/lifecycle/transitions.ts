@@ -62,7 +62,7 @@ export const TRANSITIONS: readonly Transition[] = [
     from: 'pending',
     to: 'discarded',
     by: 'stream',
-    when: 'PostgreSQL refuses to record the failure (54000: aggregate columns too long for the failure index)',
+    when: "PostgreSQL refuses to record the failure (54000: aggregate columns too long for the failure index), or the row's text is not UTF-8 (a SQL_ASCII database: ROW_ENCODING)",
     statement: 'outbox-store.ts#OutboxStore.recordUnrecordable',
   },
   {

@@ -1,7 +1,14 @@
 import type { Classified } from '../errors.ts';
 import { logOutcome } from '../lifecycle/failure-policy.ts';
 import type { OutboxEvent } from '../route/event.ts';
-import { type BatchItem, type Outcome, type OutcomeDeps, PARKED, PUBLISHED } from './outcome.ts';
+import {
+  type BatchItem,
+  discardedAtOnce,
+  type Outcome,
+  type OutcomeDeps,
+  PARKED,
+  PUBLISHED,
+} from './outcome.ts';
 
 /**
  * The one place an event's outcome is counted (outbox_events_published_total, the end-to-end
@@ -43,7 +50,7 @@ export function countBatch(
       logOutcome(log, m.event, m.topic, 0, 'parked');
     } else {
       metrics.failures.eventsFailed.inc({ reason: o.failed.reason });
-      logOutcome(log, m.event, m.topic, 1, 'retry', o.failed);
+      logOutcome(log, m.event, m.topic, 1, discardedAtOnce(o.failed) ? 'discarded' : 'retry', o.failed);
     }
   }
   if (published > 0) metrics.eventsPublished.inc({ topic }, published);

@@ -1,7 +1,14 @@
 import { hasAggregate } from '../lifecycle/blocked-aggregates.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { TOPIC_LEVEL_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
-import { type BatchItem, type Outcome, type OutcomeDeps, PARKED, PUBLISHED } from './outcome.ts';
+import {
+  type BatchItem,
+  discardedAtOnce,
+  type Outcome,
+  type OutcomeDeps,
+  PARKED,
+  PUBLISHED,
+} from './outcome.ts';
 import { publishUntilDecided } from './publish.ts';
 
 /**
@@ -34,7 +41,8 @@ export async function decideBatch(
         blocked.parkDecided(e.aggregateType, e.aggregateId);
       } else if (p.routeError !== undefined) {
         outcomes[i] = { failed: p.routeError };
-        if (strict && hasAggregate(e)) blocked.blockDecided(e.aggregateType, e.aggregateId);
+        if (strict && hasAggregate(e) && !discardedAtOnce(p.routeError))
+          blocked.blockDecided(e.aggregateType, e.aggregateId);
       } else {
         toSend.push(i);
       }
@@ -95,7 +103,8 @@ export function decisionsDone(
   for (let i = 0; i < batch.length; i++) {
     const o = outcomes[i];
     const e = batch[i]!.message.event;
-    if (hasAggregate(e) && (o === PARKED || (strict && o !== undefined && o !== PUBLISHED)))
-      d.blocked.written(e.aggregateType, e.aggregateId);
+    const blocking =
+      o === PARKED || (strict && o !== undefined && o !== PUBLISHED && !discardedAtOnce(o.failed));
+    if (hasAggregate(e) && blocking) d.blocked.written(e.aggregateType, e.aggregateId);
   }
 }

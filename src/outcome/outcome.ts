@@ -21,6 +21,16 @@ export const PARKED = 'parked' as const;
 export type Outcome = typeof PUBLISHED | typeof PARKED | { failed: Classified };
 
 /**
+ * A refusal recorded 'discarded' at once instead of 'failed': a row whose text is not UTF-8 (a
+ * SQL_ASCII database, route/row-check.ts NotUtf8Value). The sweeper reads failed rows back through
+ * a UTF8 connection, which cannot carry them (22021 would fail every sweep); and a discarded row
+ * holds no aggregate in strict ordering, so nothing waits behind it.
+ */
+export function discardedAtOnce(f: Classified): boolean {
+  return f.reason === 'ROW_ENCODING';
+}
+
+/**
  * One event of a batch: its routed message (`message.event` is the row), or — for a row the
  * router refused — a placeholder carrying the event and `routeError`, permanent for that event.
  */

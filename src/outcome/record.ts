@@ -5,7 +5,14 @@ import { Again, outagePolicy, retryUntilAborted } from '../retry/retry.ts';
 import { codeOf, SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { countBatch } from './count.ts';
 import { decisionsDone } from './decide.ts';
-import { type BatchItem, type Outcome, type OutcomeDeps, PARKED, PUBLISHED } from './outcome.ts';
+import {
+  type BatchItem,
+  discardedAtOnce,
+  type Outcome,
+  type OutcomeDeps,
+  PARKED,
+  PUBLISHED,
+} from './outcome.ts';
 
 /** One outcome statement of a batch (see OutcomeRecorder.#write). */
 interface OutcomeWrite<R extends StreamedRow> {
@@ -50,12 +57,16 @@ export class OutcomeRecorder {
     const settled: StreamedRow[] = [];
     const parked: StreamedRow[] = [];
     const failed: (FailedRow & StreamedRow)[] = [];
+    const discarded: (StreamedRow & { error: string })[] = [];
     for (let i = 0; i < batch.length; i++) {
       const o = outcomes[i]!;
       const e = batch[i]!.message.event;
       settled.push(e); // an event is a StreamedRow (id, xid): no object per event on the happy path
       if (o === PARKED) parked.push({ id: e.id, xid: e.xid });
-      else if (o !== PUBLISHED)
+      else if (o === PUBLISHED) continue;
+      else if (discardedAtOnce(o.failed))
+        discarded.push({ id: e.id, xid: e.xid, error: formatError(o.failed) });
+      else
         failed.push({ id: e.id, xid: e.xid, error: formatError(o.failed), retryInMs: failureBackoff(c, 1) });
     }
     // Failures first: the unlikely crash between statements then leaves a failed head, never
@@ -69,6 +80,10 @@ export class OutcomeRecorder {
           unrecordable: (rows, why) =>
             store.recordUnrecordable(rows.map((r) => ({ id: r.id, error: `${r.error}; ${why}` }))),
         },
+        signal,
+      )) &&
+      (await this.#write(
+        { what: 'discarded', rows: discarded, write: (rows) => store.recordUnrecordable(rows) },
         signal,
       )) &&
       (await this.#write(

@@ -139,8 +139,9 @@ export class ReplicationSession {
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
-        onStart: ({ stableBuffers }) => {
+        onStart: ({ stableBuffers, unconverted }) => {
           this.#decoder.keepViews = stableBuffers;
+          this.#decoder.checkUtf8 = unconverted;
         },
       },
     );

@@ -19,8 +19,9 @@ function streamRecovers(sqlstate: string): boolean {
 
 /**
  * A stream error that can be a poison position: the server itself refused (it has a SQLSTATE)
- * for a reason that does not go away by waiting — e.g. 22021 `invalid byte sequence` when a
- * SQL_ASCII database holds bytes the client encoding cannot take, or XX000 from the decoder.
+ * for a reason that does not go away by waiting — e.g. a row filter failing on one row (22012),
+ * XX000 from the decoder, or 22021 `invalid byte sequence` where a conversion still happens
+ * (connection.ts streams a SQL_ASCII database unconverted for that reason).
  * Network errors and the transient classes above never are.
  */
 export function canBePoison(sqlstate: string | undefined): boolean {

@@ -93,8 +93,8 @@ const HEALTHY_SESSION_MS = 5000;
  *
  * Poison position: when the server fails the stream with the same error (same SQLSTATE and
  * message, a data error rather than a connection one) at the same confirmed position
- * POISON_REPEATS times in a row, retrying cannot help (e.g. invalid UTF-8 in a SQL_ASCII
- * database). The relay says so once (log error, outbox_poison_position = 1, waiting reason,
+ * POISON_REPEATS times in a row, retrying cannot help (e.g. a publication row filter that
+ * fails on one row). The relay says so once (log error, outbox_poison_position = 1, waiting reason,
  * /readyz reason `poison-position`, the relay-state row read by `status`) and keeps retrying at
  * the longest back-off, so it resumes by itself once an operator has moved the slot past it
  * (docs/operations.md#poison-position).

@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OutboundMessage } from '../../src/route/event.ts';
+import type { Sink } from '../../src/sinks/sink.ts';
+import type { Relay } from '../../src/supervisor/relay.ts';
+import { adminUrl, waitFor } from '../support/postgres.ts';
+import { migrateDb, startRelayInProcess, testConfig } from '../support/relay.ts';
+
+/**
+ * Issue 20 item 6: in a SQL_ASCII database a text column holds any bytes. Converted to UTF8 by
+ * the walsender, a row holding 0xff failed the stream itself at every start (a poison position:
+ * every later event waited for an operator). The relay now streams such a database unconverted
+ * and checks the text it reads: that row becomes its event's permanent failure, recorded
+ * 'discarded' with the reason, and the stream goes on.
+ */
+const name = `t_ascii_${randomBytes(4).toString('hex')}`;
+let db: { url: string; name: string; pool: pg.Pool };
+let relay: Relay | null = null;
+const published: OutboundMessage[] = [];
+
+const sink: Sink = {
+  name: 'memory',
+  start: async () => {},
+  publish: async (batch) => {
+    published.push(...batch);
+  },
+  classify: (e) => ({ class: 'transient', reason: 'TEST', message: String(e) }),
+  stop: async () => {},
+};
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: adminUrl() });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+beforeAll(async () => {
+  await admin((c) =>
+    c.query(`CREATE DATABASE ${name} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`),
+  );
+  const url = new URL(adminUrl());
+  url.pathname = `/${name}`;
+  db = { url: url.toString(), name, pool: new pg.Pool({ connectionString: url.toString(), max: 3 }) };
+  db.pool.on('error', () => {});
+  await migrateDb(db);
+  // A column of the user's own, which the relay does not read: its bytes must not matter either.
+  await db.pool.query('ALTER TABLE outbox ADD COLUMN note text');
+});
+
+afterAll(async () => {
+  await relay?.stop();
+  await db?.pool.end();
+  await admin(async (c) => {
+    await c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
+    await waitFor(
+      async () =>
+        (await c.query('SELECT 1 FROM pg_replication_slots WHERE database = $1 AND active', [name]))
+          .rowCount === 0,
+    );
+    await c.query(
+      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1',
+      [name],
+    );
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  });
+});
+
+describe('a SQL_ASCII database with bytes that are not UTF-8', () => {
+  it("a row whose text is not UTF-8 is recorded 'discarded' with the reason; the rows around it are published; no poison position", async () => {
+    relay = await startRelayInProcess(
+      testConfig(db, ['--ordering', 'strict', '--retry-max-ms', '500']),
+      sink,
+    );
+    await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
+    const ids = (
+      await db.pool.query<{ id: string }>(
+        // One transaction: good, bad aggregate_id (0xff), bad event_type of the same aggregate as the
+        // next good one (strict ordering must not park it), 0xff in a column the relay does not read.
+        `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, note) VALUES
+           ('order', 'good-1', 'e', '{}', NULL),
+           ('order', E'bad-\\xff', 'e', '{}', NULL),
+           ('order', 'k', E'e\\xfe', '{}', NULL),
+           ('order', 'k', 'e', '{}', NULL),
+           ('order', 'good-2', 'e', '{}', E'note \\xff')
+         RETURNING id::text AS id`,
+      )
+    ).rows.map((r) => r.id);
+    const status = async () =>
+      (
+        await db.pool.query<{ id: string; status: string; last_error: string | null }>(
+          'SELECT o.id::text AS id, status, last_error FROM outbox_with_status o ORDER BY o.id',
+        )
+      ).rows;
+    await waitFor(async () => (await status()).every((r) => r.status !== 'pending'), {
+      timeoutMs: 20_000,
+      message: async () =>
+        `every row settled (is ${JSON.stringify(await status())}; state ${relay!.state}: ${relay!.waitingReason})`,
+    });
+    const rows = await status();
+    expect(rows.map((r) => r.status)).toEqual([
+      'published',
+      'discarded',
+      'discarded',
+      'published',
+      'published',
+    ]);
+    expect(rows[1]!.last_error).toMatch(
+      /ROW_ENCODING: aggregate_id holds bytes that are not UTF-8 \(0xff at byte 4/,
+    );
+    expect(rows[2]!.last_error).toMatch(
+      /ROW_ENCODING: event_type holds bytes that are not UTF-8 \(0xfe at byte 1/,
+    );
+    expect(published.map((m) => m.event.id)).toEqual([ids[0], ids[3], ids[4]]);
+    expect(relay!.poison).toBeNull();
+    expect(relay!.state).toBe('streaming');
+    // The sweeper goes on too (it never claims a discarded row, which a UTF8 connection cannot read).
+    const [later] = (
+      await db.pool.query<{ id: string }>(
+        `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', 'k', 'e', '{}') RETURNING id::text AS id`,
+      )
+    ).rows;
+    await waitFor(() => published.some((m) => m.event.id === later!.id), {
+      message: 'a later event published',
+    });
+  }, 60_000);
+});
