@@ -11,7 +11,7 @@ import { sqlStatuses, UNHEALTHY } from './statuses.ts';
  * `<table>_with_status` (the view) or, for counts, the complement iteration below.
  *
  * The rules:
- *  - recorded before the slot position is confirmed past the ids (session.ts);
+ *  - recorded before the slot position is confirmed past the ids (outcome/record.ts, then stream/session.ts settles);
  *  - a failure outcome (failed, parked, discarded) is written on the row BEFORE the record covers
  *    its id, and a row whose own status is not 'pending' keeps it (the row wins);
  *  - the record only grows; compaction fills gaps of ids that can never appear (see compact).
@@ -88,7 +88,7 @@ const MAX_OUTCOMES_ON_ROWS = 10_000;
 
 /**
  * Ids of rows whose failure outcome (failed, dead, parked) is on the row but not in the slot's
- * progress record — the crash window between the two statements (session.ts writes the row
+ * progress record — the crash window between the two statements (outcome/record.ts writes the row
  * first). The stream skips them when it sends them again: the sweeper owns them, as it would
  * had the record been written. Newest first, bounded (the window is one batch; older such rows
  * come from relays that marked rows before the progress record).
