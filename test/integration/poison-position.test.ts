@@ -1,14 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HttpServer, startHttpServer } from '../../src/observability/http-server.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { readStatus } from '../../src/ops/status.ts';
 import { evaluate } from '../../src/ops/status-report.ts';
-import type { OutboundMessage } from '../../src/route/event.ts';
-import type { Sink } from '../../src/sinks/sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
-import { adminUrl, waitFor } from '../support/postgres.ts';
+import { memorySink } from '../support/memory-sink.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotOf, startRelayInProcess, testConfig } from '../support/relay.ts';
 
 /**
@@ -20,65 +17,23 @@ import { insertEvents, migrateDb, slotOf, startRelayInProcess, testConfig } from
  * START_REPLICATION was sent and reconnected several times a second, forever, calling it
  * "database unavailable".
  */
-const name = `t_poison_${randomBytes(4).toString('hex')}`;
-let db: { url: string; name: string; pool: pg.Pool };
+const db = useTestDatabase();
 let relay: Relay | null = null;
 let http: HttpServer | null = null;
-const published: OutboundMessage[] = [];
-
-/** An in-process sink: every message is acknowledged at once. */
-const sink: Sink = {
-  name: 'memory',
-  start: async () => {},
-  publish: async (batch) => {
-    published.push(...batch);
-  },
-  classify: (e) => ({ class: 'transient', reason: 'TEST', message: String(e) }),
-  stop: async () => {},
-};
-
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: adminUrl() });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+const sink = memorySink();
+const published = sink.published;
 
 const reconnects = async () => (await relay!.metrics.replicationReconnects.get()).values[0]?.value ?? 0;
 const publishedIds = () => published.map((m) => m.event.aggregateId);
 const RETRY_MAX_MS = 1000;
 
 beforeAll(async () => {
-  await admin((c) =>
-    c.query(`CREATE DATABASE ${name} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`),
-  );
-  const url = new URL(adminUrl());
-  url.pathname = `/${name}`;
-  db = { url: url.toString(), name, pool: new pg.Pool({ connectionString: url.toString(), max: 3 }) };
-  db.pool.on('error', () => {});
   await migrateDb(db);
 });
 
 afterAll(async () => {
   await http?.close();
   await relay?.stop();
-  await db?.pool.end();
-  await admin(async (c) => {
-    await c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
-    await waitFor(
-      async () =>
-        (await c.query('SELECT 1 FROM pg_replication_slots WHERE database = $1 AND active', [name]))
-          .rowCount === 0,
-    );
-    await c.query(
-      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1',
-      [name],
-    );
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  });
 });
 
 describe('poison position (a row the walsender fails on, every time)', () => {

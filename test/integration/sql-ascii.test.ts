@@ -1,10 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OutboundMessage } from '../../src/route/event.ts';
-import type { Sink } from '../../src/sinks/sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
-import { adminUrl, waitFor } from '../support/postgres.ts';
+import { memorySink } from '../support/memory-sink.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { migrateDb, startRelayInProcess, testConfig } from '../support/relay.ts';
 
 /**
@@ -14,39 +11,12 @@ import { migrateDb, startRelayInProcess, testConfig } from '../support/relay.ts'
  * and checks the text it reads: that row becomes its event's permanent failure, recorded
  * 'discarded' with the reason, and the stream goes on.
  */
-const name = `t_ascii_${randomBytes(4).toString('hex')}`;
-let db: { url: string; name: string; pool: pg.Pool };
+const db = useTestDatabase({ sqlAscii: true });
 let relay: Relay | null = null;
-const published: OutboundMessage[] = [];
-
-const sink: Sink = {
-  name: 'memory',
-  start: async () => {},
-  publish: async (batch) => {
-    published.push(...batch);
-  },
-  classify: (e) => ({ class: 'transient', reason: 'TEST', message: String(e) }),
-  stop: async () => {},
-};
-
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: adminUrl() });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
+const sink = memorySink();
+const published = sink.published;
 
 beforeAll(async () => {
-  await admin((c) =>
-    c.query(`CREATE DATABASE ${name} ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`),
-  );
-  const url = new URL(adminUrl());
-  url.pathname = `/${name}`;
-  db = { url: url.toString(), name, pool: new pg.Pool({ connectionString: url.toString(), max: 3 }) };
-  db.pool.on('error', () => {});
   await migrateDb(db);
   // A column of the user's own, which the relay does not read: its bytes must not matter either.
   await db.pool.query('ALTER TABLE outbox ADD COLUMN note text');
@@ -54,20 +24,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await relay?.stop();
-  await db?.pool.end();
-  await admin(async (c) => {
-    await c.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
-    await waitFor(
-      async () =>
-        (await c.query('SELECT 1 FROM pg_replication_slots WHERE database = $1 AND active', [name]))
-          .rowCount === 0,
-    );
-    await c.query(
-      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1',
-      [name],
-    );
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  });
 });
 
 describe('a SQL_ASCII database with bytes that are not UTF-8', () => {
