@@ -88,6 +88,21 @@ export class RelayError extends Error {
   }
 }
 
+/**
+ * How an error bears on the event or statement that met it, whatever the dependency (the Kafka
+ * table sinks/kafka-errors.ts, the PostgreSQL table store/pg-errors.ts, the router's row checks):
+ * permanent = retrying the same thing cannot succeed until someone changes it; transient = wait
+ * and retry, never confirm past it.
+ */
+export type ErrorClass = 'permanent' | 'transient';
+
+export interface Classified {
+  class: ErrorClass;
+  /** A stable name of the cause (a Kafka error type, a route check, a SQLSTATE's name). */
+  reason: string;
+  message: string;
+}
+
 export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {
   return e instanceof RelayError && (code === undefined || e.code === code);
 }

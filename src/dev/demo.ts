@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
 import { StdoutSink } from '../sinks/stdout.ts';
 import { migrate } from '../store/migrate.ts';
+import { readSlotRow } from '../store/slots.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Relay } from '../supervisor/relay.ts';
 import { startThrowawayPostgres } from './throwaway-postgres.ts';
@@ -157,16 +158,13 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     }
     await relay.stop();
     await relay.done();
-    const slot = await db.query<{ confirmed_flush_lsn: string }>(
-      'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
-      [c.slot],
-    );
+    const slot = await readSlotRow(db, c.slot);
     const counts = await countsByStatus(db, table);
     log.info(
       {
         events: inserted,
         rows: counts,
-        confirmedFlushLsn: slot.rows[0]?.confirmed_flush_lsn,
+        confirmedFlushLsn: slot?.confirmed_flush_lsn,
       },
       'demo: done — every event relayed to stdout, recorded published, and the slot confirmed past it',
     );

@@ -3,6 +3,7 @@ import { errorMessage, isRelayError } from '../errors.ts';
 import { statusCounts } from '../lifecycle/queries.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { type RouteConfig, topicFor } from '../route/router.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
@@ -152,11 +153,11 @@ async function readRelay(db: pg.ClientBase, t: StatusTarget): Promise<RelayStatu
   try {
     r = await readRelayState(db, relayStateTable(t.schema, t.table), t.slot);
   } catch (e) {
-    const code = (e as { code?: string }).code;
-    // 42P01: not migrated yet; 42501: the role may not read it. Either way status still reports the rest.
-    if (code !== '42P01' && code !== '42501') throw e;
+    const code = sqlStateOf(e);
+    // Not migrated yet, or the role may not read it. Either way status still reports the rest.
+    if (code !== SqlState.UNDEFINED_TABLE && code !== SqlState.INSUFFICIENT_PRIVILEGE) throw e;
     const fix =
-      code === '42P01'
+      code === SqlState.UNDEFINED_TABLE
         ? ' (run `outbox-relay migrate`)'
         : ` (GRANT SELECT ON ${t.schema}.${t.table}_relay_state)`;
     return { ...none, error: `${errorMessage(e)}${fix}` };
