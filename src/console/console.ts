@@ -329,7 +329,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     } catch (e) {
       slotError = errorMessage(e);
     }
-    const unhealthy = await withClient((db) => listEvents(db, table, { statuses: ['failed', 'dead'] }, 10));
+    const unhealthy = await withClient((db) => listEvents(db, table, { statuses: [...RESOLVABLE] }, 10));
     return {
       now: s.at,
       health: o.health.current,
@@ -382,7 +382,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     );
     const heldBy =
       e.status === 'parked'
-        ? ((await listEvents(db, table, { statuses: ['failed', 'dead'], ...same }, 1))[0] ?? null)
+        ? ((await listEvents(db, table, { statuses: [...RESOLVABLE], ...same }, 1))[0] ?? null)
         : null;
     let topic: string | null = null;
     try {

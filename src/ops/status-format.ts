@@ -1,4 +1,6 @@
 /** `outbox-relay status` for a person: the readings, then the verdict with each finding's fix. */
+
+import { STATUSES } from '../lifecycle/statuses.ts';
 import { formatAge, formatBytes, formatPairs } from './format.ts';
 import type { RelayStatus, StatusReport } from './status-report.ts';
 
@@ -17,7 +19,7 @@ function formatRelay(r: RelayStatus): [string, string][] {
   ];
 }
 
-const STATUS_ORDER = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'];
+const STATUS_ORDER = STATUSES;
 
 export function formatStatus(r: StatusReport): string {
   const slot = r.slot.error

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { statusCounts } from '../lifecycle/queries.ts';
+import { RESOLVABLE, sqlStatuses } from '../lifecycle/statuses.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { type RouteConfig, topicFor } from '../route/router.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
@@ -106,7 +107,7 @@ async function readFailing(db: pg.ClientBase, t: StatusTarget): Promise<FailingG
   }>(
     `SELECT status, aggregate_type, event_type, substring(last_error FROM '^[a-z]+/[A-Za-z_]+:') AS last_error,
             count(*)::text AS n
-       FROM ${qualified(t.schema, t.table)} WHERE status IN ('failed', 'dead')
+       FROM ${qualified(t.schema, t.table)} WHERE status IN ${sqlStatuses(RESOLVABLE)}
       GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT ${FAILING_GROUPS_READ}`,
   );
   const groups = new Map<string, FailingGroup>();

@@ -1,4 +1,5 @@
 import type { EventRecord } from '../../lifecycle/queries.ts';
+import { STATUSES, UNHEALTHY } from '../../lifecycle/statuses.ts';
 import type { HealthReading } from '../../observability/health-watch.ts';
 import { formatAge, formatBytes } from '../../ops/format.ts';
 import type { SlotReading } from '../../sweeper/slot-watch.ts';
@@ -28,7 +29,7 @@ export interface OverviewData {
   unhealthy: readonly EventRecord[];
 }
 
-const ORDER = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'];
+const ORDER = STATUSES;
 
 function seconds(v: number): string {
   if (v === 0) return '0 s';
@@ -111,7 +112,7 @@ ${
 <section>
 <h2>Failed and dead events <span class="muted">(oldest first; they hold their aggregates' later events)</span></h2>
 ${eventsTable(d.unhealthy, 'No failed or dead events.')}
-${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: ['failed', 'dead', 'parked'] })}">All failed, dead and parked events →</a></p>` : ''}
+${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: [...UNHEALTHY] })}">All failed, dead and parked events →</a></p>` : ''}
 </section>`;
   return layout(ctx, 'Overview', body, { refreshSeconds: 10, nav: 'overview' });
 }
