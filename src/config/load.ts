@@ -25,7 +25,7 @@ export interface Config {
   kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512';
   kafkaSaslUsername?: string;
   kafkaSaslPassword?: string;
-  kafkaCompression: 'none' | 'gzip';
+  kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
   topicTemplate: string;

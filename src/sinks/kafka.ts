@@ -11,6 +11,7 @@ import {
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
+import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
@@ -146,7 +147,9 @@ export class KafkaSink implements Sink {
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
     };
     this.#producer = this.#kafka.producer(this.#producerConfig);
-    this.#compression = c.kafkaCompression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
+    // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.
+    registerKafkajsCodecs();
+    this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
     this.#timeout = c.kafkaRequestTimeoutMs;
   }
 
