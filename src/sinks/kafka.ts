@@ -11,9 +11,11 @@ import {
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
+import { type KnownTopic, knownTopics } from '../route/topic-settings.ts';
 import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
+import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
@@ -34,7 +36,28 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaCompression'
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
->;
+> &
+  Partial<
+    Pick<
+      Config,
+      | 'kafkaTopics'
+      | 'kafkaTopicPartitions'
+      | 'kafkaTopicReplicationFactor'
+      | 'kafkaTopicConfig'
+      | 'kafkaTopicOverrides'
+      | 'topicTemplate'
+      | 'topicOverrides'
+    >
+  >;
+
+function topicSettingsOf(c: KafkaSinkConfig) {
+  return {
+    kafkaTopicPartitions: c.kafkaTopicPartitions ?? 0,
+    kafkaTopicReplicationFactor: c.kafkaTopicReplicationFactor ?? 0,
+    kafkaTopicConfig: c.kafkaTopicConfig ?? {},
+    kafkaTopicOverrides: c.kafkaTopicOverrides ?? {},
+  };
+}
 
 function ssl(c: KafkaSinkConfig) {
   if (!c.kafkaSsl && !c.kafkaSslCaFile && !c.kafkaSslCertFile) return undefined;
@@ -151,10 +174,30 @@ export class KafkaSink implements Sink {
     registerKafkajsCodecs();
     this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
     this.#timeout = c.kafkaRequestTimeoutMs;
+    this.#topics = new TopicProvisioner(this.#kafka, c.kafkaTopics ?? 'off', topicSettingsOf(c), log);
+    this.#known = knownTopics(
+      { topicTemplate: c.topicTemplate ?? '', topicOverrides: c.topicOverrides ?? {} },
+      topicSettingsOf(c),
+    );
   }
 
+  /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
+  readonly #topics: TopicProvisioner;
+  readonly #known: KnownTopic[];
+
   async start(): Promise<void> {
+    await this.#topics.start(this.#known);
     await this.#connect();
+  }
+
+  /** The configured topics' state (`outbox-relay check`), whatever --kafka-topics says. */
+  topicReport(): Promise<TopicReport[]> {
+    return this.#topics.report(this.#known);
+  }
+
+  /** Topics this sink created (--kafka-topics create). */
+  get createdTopics(): readonly string[] {
+    return this.#topics.created;
   }
 
   #connect(): Promise<void> {
@@ -192,6 +235,13 @@ export class KafkaSink implements Sink {
       }
       topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
     }
+    if (this.#topics.mode !== 'off')
+      await this.#topics.ensure(
+        topicMessages.map((t) => ({
+          topic: t.topic,
+          aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
+        })),
+      );
     await this.#connect();
     const producer = this.#producer;
     const builtBefore = produceRequestsBuilt();
