@@ -65,6 +65,8 @@ function xerialDecompress(data: Buffer): Buffer {
   const parts: Buffer[] = [];
   for (let off = XERIAL_HEADER; off < data.length; ) {
     const len = data.readInt32BE(off);
+    if (len < 0 || off + 4 + len > data.length)
+      throw new Error('snappy: a block runs past the end of the data');
     parts.push(snappyUncompress(data.subarray(off + 4, off + 4 + len)) as Buffer);
     off += 4 + len;
   }

@@ -111,18 +111,22 @@ export class TopicProvisioner {
 
   async #create(admin: Admin, topic: string, aggregateType: string): Promise<void> {
     const s: TopicSettings = topicSettingsFor(aggregateType, this.#settings);
-    const made = await admin.createTopics({
-      topics: [
-        {
-          topic,
-          numPartitions: s.partitions || -1,
-          replicationFactor: s.replicationFactor || -1,
-          configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
-        },
-      ],
-      waitForLeaders: false,
-      timeout: LEADER_WAIT_MS,
-    });
+    const made = await admin
+      .createTopics({
+        topics: [
+          {
+            topic,
+            numPartitions: s.partitions || -1,
+            replicationFactor: s.replicationFactor || -1,
+            configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+          },
+        ],
+        waitForLeaders: false,
+        timeout: LEADER_WAIT_MS,
+      })
+      .catch((e: unknown) => {
+        throw new TopicProvisioningError(topic, s, e);
+      });
     if (made) {
       this.created.push(topic);
       this.#log.info({ topic, aggregateType, ...s }, 'topic created');
@@ -169,6 +173,34 @@ export class TopicProvisioner {
     } finally {
       await admin.disconnect().catch(() => {});
     }
+  }
+}
+
+/**
+ * A topic the relay could not create (INVALID_REPLICATION_FACTOR, POLICY_VIOLATION, no CREATE
+ * ACL…): a problem of the relay's settings or rights, not of the events routed there, so none
+ * is failed for it. Transient by the sink's table (the Kafka error is kept out of `cause`,
+ * whose permanent types would fail the events): the stream stalls, retries and says why.
+ */
+export class TopicProvisioningError extends Error {
+  override name = 'TopicProvisioningError';
+  /** The broker's or the client's error. */
+  readonly refusal: unknown;
+
+  constructor(topic: string, s: TopicSettings, e: unknown) {
+    // kafkajs reports CreateTopics' per-topic errors inside a KafkaJSAggregateError's `errors`.
+    const inner = (e as { errors?: unknown[] }).errors?.[0] ?? e;
+    const type = (inner as { type?: string }).type;
+    super(
+      `--kafka-topics create: cannot create topic ${topic} (partitions ${s.partitions || 'broker default'}, replication factor ${s.replicationFactor || 'broker default'}${
+        Object.keys(s.config).length
+          ? `, ${Object.entries(s.config)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(', ')}`
+          : ''
+      }): ${type ? `${type}: ` : ''}${inner instanceof Error ? inner.message : String(inner)}. Nothing is failed; the relay retries. Fix the --kafka-topic-* settings, grant CREATE on the topic, or create it yourself`,
+    );
+    this.refusal = e;
   }
 }
 

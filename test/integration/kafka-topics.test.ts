@@ -4,6 +4,7 @@ import { EXIT } from '../../src/cli/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { OutboundMessage, OutboxEvent } from '../../src/route/event.ts';
 import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka.ts';
+import { TopicProvisioningError } from '../../src/sinks/kafka-topics.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase } from '../support/postgres.ts';
 import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
@@ -115,6 +116,30 @@ describe('--kafka-topics create', () => {
       expect(await kafka.readAll('outbox.event.Race')).toHaveLength(300);
     } finally {
       await Promise.all(relays.map((r) => r.stop()));
+    }
+  });
+});
+
+describe('--kafka-topics create refused', () => {
+  it('a topic the broker will not create (replication factor 3 on one broker): transient, named, no event failed', async () => {
+    const topic = kafka.topic('outbox.event.Refused');
+    const s = sink({ kafkaTopics: 'create', kafkaTopicReplicationFactor: 3 });
+    await s.start();
+    try {
+      const e = await s.publish(messages(topic, 'Refused', 5)).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(e).toBeInstanceOf(TopicProvisioningError);
+      expect((e as Error).message).toMatch(
+        new RegExp(
+          `cannot create topic ${topic.replace(/\./g, '\\.')} \\(partitions broker default, replication factor 3\\): INVALID_REPLICATION_FACTOR`,
+        ),
+      );
+      expect(s.classify(e).class).toBe('transient');
+      expect(await kafka.listTopics()).not.toContain('outbox.event.Refused');
+    } finally {
+      await s.stop();
     }
   });
 });
