@@ -6,8 +6,8 @@ import type { OutboundMessage, OutboxEvent } from '../../src/route/event.ts';
 import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka.ts';
 import { TopicProvisioningError } from '../../src/sinks/kafka-topics.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
-import { useTestDatabase } from '../support/postgres.ts';
-import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { insertEvents, migrateDb, slotOf, spawnCli, spawnRelay } from '../support/relay.ts';
 
 /**
  * Topic provisioning (--kafka-topics) against the real broker: create (at start for the
@@ -116,6 +116,42 @@ describe('--kafka-topics create', () => {
       expect(await kafka.readAll('outbox.event.Race')).toHaveLength(300);
     } finally {
       await Promise.all(relays.map((r) => r.stop()));
+    }
+  });
+});
+
+describe('the relay process: --kafka-topics create with --kafka-compression zstd', () => {
+  it('creates the topics of new aggregate types as their events arrive; every event arrives (zstd batches, kafkajs reading them)', async () => {
+    const relay = spawnRelay(db, kafka, [
+      '--kafka-topics',
+      'create',
+      '--kafka-topic-partitions',
+      '3',
+      '--kafka-compression',
+      'zstd',
+    ]);
+    try {
+      await relay.waitForLog(/streaming from the slot/, 60_000);
+      const rows = ['Shipment', 'Refund'].flatMap((aggregateType) =>
+        Array.from({ length: 40 }, (_, i) => ({
+          aggregateType,
+          aggregateId: `${aggregateType}-${i % 5}`,
+          eventType: 'Happened',
+          payload: JSON.stringify({ i, aggregateType }),
+        })),
+      );
+      await insertEvents(db.pool, rows);
+      for (const type of ['Shipment', 'Refund']) {
+        await waitFor(async () => (await kafka.readAll(`outbox.event.${type}`)).length === 40, {
+          timeoutMs: 60_000,
+          message: `40 ${type} events in Kafka`,
+        });
+        expect((await describeTopic(kafka.topic(`outbox.event.${type}`))).partitions).toBe(3);
+      }
+      expect(relay.logs()).toMatch(/"msg":"topic created"/);
+    } finally {
+      relay.kill();
+      await relay.exited;
     }
   });
 });
