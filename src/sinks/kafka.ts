@@ -122,6 +122,9 @@ export class KafkaSink implements Sink {
   readonly #ledger = new PartitionLedger();
   /** Sends the client reported done that a partition's response did not cover (tests, logs). */
   unacknowledgedSends = 0;
+  /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
+  readonly #topics: TopicProvisioner;
+  readonly #known: KnownTopic[];
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
@@ -180,10 +183,6 @@ export class KafkaSink implements Sink {
       topicSettingsOf(c),
     );
   }
-
-  /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
-  readonly #topics: TopicProvisioner;
-  readonly #known: KnownTopic[];
 
   async start(): Promise<void> {
     await this.#topics.start(this.#known);
