@@ -14,7 +14,10 @@ import type { Codec } from './kafka-codecs.ts';
  * encoder. Compressed batches (a `codec`, src/sinks/kafka-codecs.ts): each partition's records
  * are written into a buffer of their exact size, compressed, and the compressed bytes copied
  * into the batch (codec id in the attributes, the CRC over the compressed batch) — kafkajs'
- * recordBatch/v0 layout, whose bytes a test compares for each codec.
+ * recordBatch/v0 layout, whose bytes a test compares for each codec. Measured (2026-11-25, a
+ * 1,800-event bulk batch of ~560-byte records, one partition, same codecs, two runs on the
+ * shared 2-core machine at load 16–25): 5.6–11.7 µs per event here against 37–52 µs for
+ * kafkajs' compressed path, which builds every record with its slow encoder before compressing.
  */
 
 /** A message as kafkajs hands it to the Produce request (`Message` of kafkajs' types). */
