@@ -113,7 +113,9 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   await relay.start();
-  if (c.deadLetterTopic && sink instanceof KafkaSink) void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
+  // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
+  if (c.deadLetterTopic && sink instanceof KafkaSink && c.kafkaTopics !== 'create')
+    void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
     ? await startHttpServer({
