@@ -23,6 +23,7 @@ export const ErrorCode = {
   INSUFFICIENT_PRIVILEGE: 'INSUFFICIENT_PRIVILEGE',
   RELAY_STATE_MISSING: 'RELAY_STATE_MISSING',
   POISON_POSITION: 'POISON_POSITION',
+  KAFKA_TOPICS_NOT_READY: 'KAFKA_TOPICS_NOT_READY',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -56,6 +57,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'The same stream error recurs at one WAL position: retrying cannot help. See docs/operations.md#poison-position for how to skip the transaction (pg_replication_slot_advance) and replay its rows, and what is lost if you do.',
   RELAY_STATE_MISSING:
     'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state and progress tables.',
+  KAFKA_TOPICS_NOT_READY:
+    'Create the named topics with enough partitions (kafka-topics.sh --create / --alter --partitions, or run with --kafka-topics create), or lower --kafka-topic-partitions; `outbox-relay check` lists them (docs/kafka.md#topics).',
 };
 
 export interface RelayErrorOptions {

@@ -17,6 +17,7 @@ import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
+import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
@@ -53,6 +54,36 @@ async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger)
   } else if (verdict === 'ok') log.info({ topic }, 'dead-letter topic checked');
 }
 
+/**
+ * `check` with brokers: the configured topics (--topic-override, --kafka-topic-override) that are
+ * missing or have fewer partitions than --kafka-topic-partitions. With --kafka-topics verify a
+ * problem fails the check (exit 78), as it would fail `run`; with create, missing topics are
+ * what run creates; with off, a warning.
+ */
+async function checkTopics(c: Config, log: Logger): Promise<void> {
+  // The sink only for its admin client: `check` has no producer options (compression, timeouts).
+  const sink = new KafkaSink({ ...c, kafkaCompression: 'none', kafkaRequestTimeoutMs: 30_000 }, log);
+  const reports = await sink.topicReport();
+  const problems = reports.filter((r) => r.problem);
+  if (c.kafkaTopics === 'verify' && problems.length > 0)
+    throw new RelayError(
+      ErrorCode.KAFKA_TOPICS_NOT_READY,
+      `--kafka-topics verify: ${describeTopics(problems)}`,
+      {
+        details: { topics: problems },
+      },
+    );
+  for (const r of reports) {
+    if (!r.problem) log.info({ topic: r.topic, partitions: r.partitions }, 'topic checked');
+    else if (r.problem === 'missing' && c.kafkaTopics === 'create')
+      log.info(
+        { topic: r.topic, aggregateType: r.aggregateType },
+        'topic missing: run creates it (--kafka-topics create)',
+      );
+    else log.warn({ topic: r }, describeTopics([r]));
+  }
+}
+
 /** Runs the relay until SIGTERM/SIGINT (drain, exit 0) or a second signal (exit at once). */
 export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)): Promise<number> {
   log.info(
@@ -82,7 +113,9 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   await relay.start();
-  if (c.deadLetterTopic && sink instanceof KafkaSink) void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
+  // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
+  if (c.deadLetterTopic && sink instanceof KafkaSink && c.kafkaTopics !== 'create')
+    void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
     ? await startHttpServer({
@@ -143,6 +176,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'check': {
       await withClient(c, (client) => checkDatabase(client, c));
+      if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
       log.info({ database: redactUrl(c.databaseUrl) }, 'preflight passed');
       return EXIT.OK;
     }

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
+import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
 import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
@@ -25,9 +26,14 @@ export interface Config {
   kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512';
   kafkaSaslUsername?: string;
   kafkaSaslPassword?: string;
-  kafkaCompression: 'none' | 'gzip';
+  kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
+  kafkaTopics: 'off' | 'verify' | 'create';
+  kafkaTopicPartitions: number;
+  kafkaTopicReplicationFactor: number;
+  kafkaTopicConfig: Record<string, string>;
+  kafkaTopicOverrides: Record<string, string>;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -438,6 +444,15 @@ export function validate(
       const d = checkTopicTemplate(c.deadLetterTopic);
       if (d || c.deadLetterTopic.includes('{'))
         throw fail('deadLetterTopic', `${JSON.stringify(c.deadLetterTopic)} is not a topic name`);
+    }
+  }
+  if ((command === 'run' || command === 'check') && c.sink === 'kafka') {
+    for (const [type, settings] of Object.entries(c.kafkaTopicOverrides ?? {})) {
+      try {
+        parseTopicOverride(settings);
+      } catch (e) {
+        throw fail('kafkaTopicOverrides', `${type}=${settings}: ${(e as Error).message}`);
+      }
     }
   }
   if (command === 'run' && c.sink === 'kafka') {

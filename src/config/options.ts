@@ -46,6 +46,10 @@ const DB: readonly Command[] = ['run', 'migrate', 'check', ...OPS];
 const RUN: readonly Command[] = ['run', 'demo'];
 /** Options `status` shares with run: its verdict names the topics and judges the slot as the relay does. */
 const RUN_AND_STATUS: readonly Command[] = [...RUN, 'status'];
+/** What `check` needs beside `run` to reach the brokers and name the topics (it reports missing ones). */
+const TOPICS: readonly Command[] = ['run', 'check'];
+/** The topic rule: `run` routes by it, `status` names failing topics, `check` reports missing ones. */
+const ROUTING: readonly Command[] = [...RUN, 'status', 'check'];
 
 export const OPTIONS: readonly OptionSpec[] = [
   // --- database ---
@@ -120,7 +124,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'kafka',
     group: 'Sink',
     doc: 'Where events go: kafka, or stdout (NDJSON, one line per event).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaBrokers',
@@ -129,7 +133,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'list',
     group: 'Kafka',
     doc: 'Comma-separated bootstrap brokers (host:port). Required with --sink kafka.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaClientId',
@@ -139,7 +143,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'pg-outbox-relay',
     group: 'Kafka',
     doc: 'Kafka client id.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSsl',
@@ -150,7 +154,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: false,
     group: 'Kafka',
     doc: 'Connect to the brokers over TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslCaFile',
@@ -159,7 +163,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM file of the CA that signed the brokers’ certificates (implies --kafka-ssl).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslCertFile',
@@ -168,7 +172,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client certificate for mutual TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslKeyFile',
@@ -177,7 +181,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client key for mutual TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslMechanism',
@@ -188,7 +192,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'none',
     group: 'Kafka',
     doc: 'SASL mechanism.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslUsername',
@@ -197,7 +201,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'SASL user name.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslPassword',
@@ -207,17 +211,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     secret: true,
     group: 'Kafka',
     doc: 'SASL password. Prefer KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE over the flag (flags show in `ps`).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaCompression',
     flag: 'kafka-compression',
     env: 'KAFKA_COMPRESSION',
     type: 'enum',
-    values: ['none', 'gzip'],
+    values: ['none', 'gzip', 'snappy', 'lz4', 'zstd'],
     default: 'none',
     group: 'Kafka',
-    doc: 'Compression of produced batches.',
+    doc: 'Compression of produced record batches, as Kafka’s own producer frames them (docs/kafka.md#compression). zstd or lz4 for most clusters (a topic’s compression.type of zstd/lz4 then stores them as sent); gzip costs several times their CPU.',
     commands: ['run'],
   },
   {
@@ -230,6 +234,59 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Kafka',
     doc: 'Let the producer ask the broker to create missing topics (off: a missing topic is an error for that event).',
     commands: ['run'],
+  },
+  {
+    key: 'kafkaTopics',
+    flag: 'kafka-topics',
+    env: 'KAFKA_TOPICS',
+    type: 'enum',
+    values: ['off', 'verify', 'create'],
+    default: 'off',
+    group: 'Kafka',
+    doc: 'Topic provisioning (docs/kafka.md#topics). create: create missing topics with the --kafka-topic-* settings, at start and when an event first routes to a new topic, and wait for their leaders before publishing; verify: at start, fail naming the topics that are missing or have fewer partitions than --kafka-topic-partitions; off: leave topics to the cluster. `outbox-relay check` reports the same in any mode.',
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicPartitions',
+    flag: 'kafka-topic-partitions',
+    env: 'KAFKA_TOPIC_PARTITIONS',
+    type: 'int',
+    default: 0,
+    min: 0,
+    group: 'Kafka',
+    doc: "Partitions of a topic the relay creates, and the fewest that verify and check accept (0: the broker's num.partitions; nothing checked).",
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicReplicationFactor',
+    flag: 'kafka-topic-replication-factor',
+    env: 'KAFKA_TOPIC_REPLICATION_FACTOR',
+    type: 'int',
+    default: 0,
+    min: 0,
+    group: 'Kafka',
+    doc: "Replication factor of a topic the relay creates (0: the broker's default.replication.factor).",
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicConfig',
+    flag: 'kafka-topic-config',
+    env: 'KAFKA_TOPIC_CONFIG',
+    type: 'map',
+    default: {},
+    group: 'Kafka',
+    doc: 'Topic configs of a topic the relay creates, NAME=VALUE (e.g. retention.ms=604800000, min.insync.replicas=2; repeat the flag, or comma-separate in the environment).',
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicOverrides',
+    flag: 'kafka-topic-override',
+    env: 'KAFKA_TOPIC_OVERRIDES',
+    type: 'map',
+    default: {},
+    group: 'Kafka',
+    doc: 'Per-aggregate-type topic settings, AGGREGATE_TYPE=SETTINGS with SETTINGS like partitions=12;replication-factor=3;cleanup.policy=compact (`;` between settings; the rest from --kafka-topic-*). Its topic is also provisioned and checked at start.',
+    commands: TOPICS,
   },
   {
     key: 'kafkaRequestTimeoutMs',
@@ -251,7 +308,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'outbox.event.{aggregate_type}',
     group: 'Routing',
     doc: 'Topic for an event; placeholders {aggregate_type} and {event_type}. The default is Debezium’s.',
-    commands: RUN_AND_STATUS,
+    commands: ROUTING,
   },
   {
     key: 'topicOverrides',
@@ -261,7 +318,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: {},
     group: 'Routing',
     doc: 'Per-aggregate-type topic, AGGREGATE_TYPE=TOPIC (repeat the flag, or comma-separate in the environment).',
-    commands: RUN_AND_STATUS,
+    commands: ROUTING,
   },
   {
     key: 'valueFormat',

@@ -302,6 +302,8 @@ export class Relay {
           const slot = await this.#openSlot(pool, store);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
+              // --kafka-topics verify found topics missing: the relay's own verdict, it ends the relay (exit 78).
+              if (e instanceof RelayError && e.code === ErrorCode.KAFKA_TOPICS_NOT_READY) throw e;
               // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
               // about any event: nothing is failed, the relay waits and retries.
               const cls = this.#sink.classify(e);
