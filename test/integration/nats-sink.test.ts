@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
+import { parseLsn } from '../../src/replication/lsn.ts';
 import { NatsSink } from '../../src/sinks/nats/nats-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { ThrowawayNats } from '../support/nats-server.ts';
@@ -49,9 +50,12 @@ function natsConfig(prefix: string, extra: string[] = []) {
   ]);
 }
 
+let sink: NatsSink | null = null;
+
 async function startRelay(prefix: string, extra: string[] = []): Promise<Relay> {
   const config = natsConfig(prefix, extra);
-  relay = await startRelayInProcess(config, new NatsSink(config, silentLogger()));
+  sink = new NatsSink(config, silentLogger());
+  relay = await startRelayInProcess(config, sink);
   await waitFor(() => relay!.state === 'streaming', { timeoutMs: 60_000, message: 'relay streaming' });
   return relay;
 }
@@ -111,6 +115,34 @@ async function report(stream: string, keys: number, rounds: number) {
   return { stored, seen, missing, duplicates: seen.length - unique.size, violations: orderViolations(seen) };
 }
 
+/** Transient broker errors the relay met so far (each failed attempt of a batch counts one). */
+async function brokerErrors(r: Relay): Promise<number> {
+  const m = await r.metrics.transientErrors.get();
+  return m.values.filter((v) => v.labels.dependency === 'broker').reduce((a, v) => a + v.value, 0);
+}
+
+/** Inserts `{seq}` rounds over `keys` keys until stopped; one transaction per round. */
+function backgroundInserts(aggregateType: string, keys: number) {
+  let rounds = 0;
+  let stop = false;
+  const ids: string[] = [];
+  const done = (async () => {
+    while (!stop) {
+      ids.push(...(await insertRounds(aggregateType, keys, 1, rounds)));
+      rounds++;
+    }
+  })();
+  return {
+    ids,
+    rounds: () => rounds,
+    async stop() {
+      stop = true;
+      await done;
+      return rounds;
+    },
+  };
+}
+
 beforeAll(async () => {
   nats = await ThrowawayNats.start();
   await migrateDb(db);
@@ -158,8 +190,204 @@ describe('NATS JetStream sink', () => {
     expect(customer.headers.tenant).toBe('acme');
     expect(customer.headers.traceparent).toBe('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
     // The slot moves past the commit once everything is acknowledged.
-    await waitFor(async () => (await slotPosition(db)).confirmed >= commitLsn, {
+    await waitFor(async () => parseLsn((await slotPosition(db)).confirmed) > parseLsn(commitLsn), {
       message: 'slot confirmed past the last commit',
     });
+  });
+
+  it('kill -9 of the server mid-stream: nothing confirmed while it is down, 0 lost, key order kept, re-sends removed by the duplicate window', async () => {
+    await nats.addStream({ name: 'KILL', subjects: ['kill.>'] });
+    const r = await startRelay('kill');
+    const load = backgroundInserts('Acct', 8);
+    await waitFor(async () => (await nats.streamMessages('KILL')) >= 200, {
+      timeoutMs: 60_000,
+      message: 'events flowing before the kill',
+    });
+    await nats.kill9();
+    const errorsBefore = await brokerErrors(r);
+    const { commitLsn } = await insertEventsReportingCommit(db, [
+      { aggregateType: 'Acct', aggregateId: 'during-outage', eventType: 'Tick', payload: '{"seq":0}' },
+    ]);
+    // The relay tried (and failed) at least twice after the kill: the slot must not have moved past it.
+    await waitFor(async () => (await brokerErrors(r)) >= errorsBefore + 2, {
+      timeoutMs: 60_000,
+      message: 'the relay meets the outage',
+    });
+    expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
+    const roundsAtRestart = load.rounds();
+    await waitFor(() => load.rounds() >= roundsAtRestart + 20, {
+      timeoutMs: 60_000,
+      message: 'more rounds inserted',
+    });
+    await nats.restart();
+    await waitFor(() => load.rounds() >= roundsAtRestart + 60, {
+      timeoutMs: 60_000,
+      message: 'rounds after restart',
+    });
+    const rounds = await load.stop();
+    await settled(load.ids, 120_000);
+    const rep = await report('KILL', 8, rounds);
+    expect(rep.missing).toEqual([]);
+    expect(rep.violations).toEqual([]);
+    expect(rep.stored.filter((m) => m.headers.aggregate_id === 'during-outage')).toHaveLength(1);
+    // Every re-send came within the window: the stream holds each event once.
+    console.log(
+      `kill -9: ${rounds * 8} events, ${sink!.duplicateAcks} re-sends dropped by the duplicate window`,
+    );
+    expect(rep.duplicates).toBe(0);
+    expect(new Set(rep.stored.map((m) => m.headers['Nats-Msg-Id'])).size).toBe(rep.stored.length);
+  });
+
+  it('a frozen server (SIGSTOP): PubAck timeouts are transient, nothing confirmed meanwhile, everything arrives once after SIGCONT', async () => {
+    await nats.addStream({ name: 'FREEZE', subjects: ['freeze.>'] });
+    const r = await startRelay('freeze');
+    const load = backgroundInserts('Acct', 6);
+    await waitFor(async () => (await nats.streamMessages('FREEZE')) >= 100, {
+      timeoutMs: 60_000,
+      message: 'events flowing before the freeze',
+    });
+    nats.freeze();
+    try {
+      const errorsBefore = await brokerErrors(r);
+      const { commitLsn } = await insertEventsReportingCommit(db, [
+        { aggregateType: 'Acct', aggregateId: 'during-freeze', eventType: 'Tick', payload: '{"seq":0}' },
+      ]);
+      await waitFor(async () => (await brokerErrors(r)) >= errorsBefore + 2, {
+        timeoutMs: 60_000,
+        message: 'the relay times out on the frozen server',
+      });
+      expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
+    } finally {
+      nats.thaw();
+    }
+    const at = load.rounds();
+    await waitFor(() => load.rounds() >= at + 30, { timeoutMs: 60_000, message: 'rounds after the thaw' });
+    const rounds = await load.stop();
+    await settled(load.ids, 120_000);
+    const rep = await report('FREEZE', 6, rounds);
+    expect(rep.missing).toEqual([]);
+    expect(rep.violations).toEqual([]);
+    console.log(
+      `SIGSTOP: ${rounds * 6} events, ${sink!.duplicateAcks} re-sends dropped by the duplicate window`,
+    );
+    expect(rep.duplicates).toBe(0);
+    expect(rep.stored.filter((m) => m.headers.aggregate_id === 'during-freeze')).toHaveLength(1);
+  });
+
+  it('a stream that is full (discard new) fails those events permanently; the stream goes on', async () => {
+    await nats.addStream({ name: 'FULL', subjects: ['full.Small'], max_msgs: 5, discard: 'new' as never });
+    await nats.addStream({ name: 'ROOMY', subjects: ['full.Other'] });
+    await startRelay('full', ['--ordering', 'relaxed']);
+    const rows = Array.from({ length: 8 }, (_, i) => ({
+      aggregateType: 'Small',
+      aggregateId: `s${i}`,
+      eventType: 'Tick',
+      payload: `{"seq":${i}}`,
+    }));
+    const ids = await insertEvents(db.pool, rows);
+    const later = await insertEvents(db.pool, [
+      { aggregateType: 'Other', aggregateId: 'o1', eventType: 'Tick', payload: '{"seq":0}' },
+    ]);
+    await settled([...ids, ...later]);
+    const st = await statuses(ids);
+    expect(ids.map((id) => st.get(id)!.status)).toEqual([
+      ...Array(5).fill('published'),
+      ...Array(3).fill('failed'),
+    ]);
+    for (const id of ids.slice(5))
+      expect(st.get(id)!.last_error).toMatch(/STREAM_FULL|maximum messages exceeded/);
+    expect((await statuses(later)).get(later[0]!)!.status).toBe('published');
+    expect(await nats.streamMessages('FULL')).toBe(5);
+  });
+
+  it('a subject whose stream was deleted after the start: NO_STREAM for its events (JetStream says so), others flow', async () => {
+    await nats.addStream({ name: 'GONE', subjects: ['gone.A'] });
+    await nats.addStream({ name: 'STAYS', subjects: ['gone.B'] });
+    await startRelay('gone', ['--ordering', 'relaxed']);
+    const jsm = await (await import('@nats-io/jetstream')).jetstreamManager(await nats.admin());
+    await jsm.streams.delete('GONE');
+    const ids = await insertEvents(db.pool, [
+      { aggregateType: 'A', aggregateId: 'a1', eventType: 'Tick', payload: '{"seq":0}' },
+      { aggregateType: 'B', aggregateId: 'b1', eventType: 'Tick', payload: '{"seq":0}' },
+    ]);
+    await settled(ids);
+    const st = await statuses(ids);
+    expect(st.get(ids[0]!)).toMatchObject({ status: 'failed' });
+    expect(st.get(ids[0]!)!.last_error).toMatch(/NO_STREAM|no JetStream stream listens on gone\.A/);
+    expect(st.get(ids[1]!)!.status).toBe('published');
+  });
+
+  it('preflight: no stream for the template, memory storage, a short duplicate window — each a clear error with the fix', async () => {
+    const start = async (prefix: string, extra: string[] = []) => {
+      const sink = new NatsSink(natsConfig(prefix, extra), silentLogger());
+      try {
+        await sink.start();
+        return null;
+      } catch (e) {
+        return { cls: sink.classify(e), message: (e as Error).message };
+      } finally {
+        await sink.stop();
+      }
+    };
+    const none = await start('nowhere');
+    expect(none?.cls).toMatchObject({ reason: 'NO_STREAM' });
+    expect(none?.message).toMatch(
+      /no JetStream stream listens on nowhere\.\*.*nats stream add .*--topic-template/,
+    );
+    await nats.addStream({ name: 'MEM', subjects: ['mem.>'], storage: 'memory' as never });
+    expect((await start('mem'))?.message).toMatch(/stream MEM has memory storage/);
+    await nats.addStream({ name: 'SHORT', subjects: ['short.>'], duplicate_window: 1e9 });
+    const short = await start('short');
+    expect(short?.cls).toMatchObject({ reason: 'STREAM_CONFIG' });
+    expect(short?.message).toMatch(/duplicate window of 1000 ms, below the relay's retry horizon of 3000 ms/);
+    expect(await start('happy')).toBeNull();
+  });
+});
+
+describe('NATS JetStream sink: a message over the server max_payload', () => {
+  let small: ThrowawayNats;
+  beforeAll(async () => {
+    small = await ThrowawayNats.start({ maxPayload: 4096 });
+    await small.addStream({ name: 'BIG', subjects: ['big.>'] });
+  });
+  afterAll(async () => {
+    await small?.stop();
+  });
+
+  it('fails that event permanently; the others, of its key too in relaxed order, are published', async () => {
+    const config = testConfig(db, [
+      '--sink',
+      'nats',
+      '--nats-servers',
+      small.url,
+      '--topic-template',
+      'big.{aggregate_type}',
+      '--ordering',
+      'relaxed',
+      ...FAST,
+    ]);
+    relay = await startRelayInProcess(config, new NatsSink(config, silentLogger()));
+    await waitFor(() => relay!.state === 'streaming', { timeoutMs: 60_000, message: 'relay streaming' });
+    const ids = await insertEvents(db.pool, [
+      { aggregateType: 'Doc', aggregateId: 'd1', eventType: 'Tick', payload: '{"seq":0}' },
+      {
+        aggregateType: 'Doc',
+        aggregateId: 'd1',
+        eventType: 'Tick',
+        payload: JSON.stringify({ seq: 1, pad: 'x'.repeat(8000) }),
+      },
+      { aggregateType: 'Doc', aggregateId: 'd2', eventType: 'Tick', payload: '{"seq":0}' },
+      { aggregateType: 'Doc', aggregateId: 'd1', eventType: 'Tick', payload: '{"seq":2}' },
+    ]);
+    await settled(ids);
+    const st = await statuses(ids);
+    expect(ids.map((id) => st.get(id)!.status)).toEqual(['published', 'failed', 'published', 'published']);
+    expect(st.get(ids[1]!)!.last_error).toMatch(/MAX_PAYLOAD|max_payload/);
+    const stored = await small.readAll('BIG');
+    expect(stored.map((m) => `${m.headers.aggregate_id}#${JSON.parse(m.data.toString()).seq}`)).toEqual([
+      'd1#0',
+      'd2#0',
+      'd1#2',
+    ]);
   });
 });

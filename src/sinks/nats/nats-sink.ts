@@ -60,6 +60,8 @@ export class NatsSink implements Sink {
   /** Subjects already found in a good stream (a failure forgets the subject's entry). */
   readonly #checked = new Set<string>();
   #tail: Promise<unknown> = Promise.resolve();
+  /** PubAcks that said `duplicate: true`: re-sends the duplicate window dropped (tests, logs). */
+  duplicateAcks = 0;
 
   constructor(c: NatsSinkConfig, log: Logger) {
     this.#c = c;
@@ -162,6 +164,7 @@ export class NatsSink implements Sink {
           timeout: this.#c.natsTimeoutMs,
         });
         if (!ack.stream) throw new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`);
+        if (ack.duplicate) this.duplicateAcks++;
       },
     );
     if (failures.length === 0) return;
