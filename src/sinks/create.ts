@@ -1,8 +1,8 @@
 import type { Config } from '../config/load.ts';
-import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { KafkaSink } from './kafka.ts';
 import { NatsSink } from './nats/nats-sink.ts';
+import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
 
@@ -13,7 +13,7 @@ export function createSink(c: Config, log: Logger): Sink {
     case 'nats':
       return new NatsSink(c, log);
     case 'rabbitmq':
-      throw new RelayError(ErrorCode.CONFIG_INVALID, '--sink rabbitmq: not built yet (issue 23)');
+      return new RabbitMqSink(c, log);
     default:
       return new KafkaSink(c, log);
   }
