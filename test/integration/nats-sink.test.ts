@@ -300,6 +300,27 @@ describe('NATS JetStream sink', () => {
     expect(await nats.streamMessages('FULL')).toBe(5);
   });
 
+  it('a row header named like a JetStream control header (Nats-Rollup) fails that event; it never reaches the stream', async () => {
+    await nats.addStream({ name: 'HOSTILE', subjects: ['hostile.>'], allow_rollup_hdrs: true });
+    await startRelay('hostile', ['--ordering', 'relaxed']);
+    const ids = await insertEvents(db.pool, [
+      { aggregateType: 'T', aggregateId: 't1', eventType: 'Tick', payload: '{"seq":0}' },
+      {
+        aggregateType: 'T',
+        aggregateId: 't2',
+        eventType: 'Tick',
+        payload: '{"seq":0}',
+        headers: { 'Nats-Rollup': 'all' },
+      },
+      { aggregateType: 'T', aggregateId: 't3', eventType: 'Tick', payload: '{"seq":0}' },
+    ]);
+    await settled(ids);
+    const st = await statuses(ids);
+    expect(ids.map((id) => st.get(id)!.status)).toEqual(['published', 'failed', 'published']);
+    expect(st.get(ids[1]!)!.last_error).toMatch(/INVALID_MESSAGE|reserved by NATS JetStream/);
+    expect((await nats.readAll('HOSTILE')).map((m) => m.headers.aggregate_id)).toEqual(['t1', 't3']);
+  });
+
   it('a subject whose stream was deleted after the start: NO_STREAM for its events (JetStream says so), others flow', async () => {
     await nats.addStream({ name: 'GONE', subjects: ['gone.A'] });
     await nats.addStream({ name: 'STAYS', subjects: ['gone.B'] });

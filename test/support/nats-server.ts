@@ -43,7 +43,12 @@ export class ThrowawayNats {
 
   static async start(opts: NatsServerOptions = {}): Promise<ThrowawayNats> {
     const s = new ThrowawayNats(opts);
-    await s.#spawn();
+    try {
+      await s.#spawn();
+    } catch (e) {
+      await s.stop();
+      throw e;
+    }
     return s;
   }
 

@@ -236,15 +236,34 @@ function facts(si: {
   };
 }
 
-/** The event id; a replay (a new row copying an old event) gets its own id so the window keeps it. */
+/** The header the dead-letter copy of an event carries (src/sweeper/dead-letter.ts). */
+const DEAD_LETTER_HEADER = 'x-dlq-original-topic';
+
+/**
+ * The event id. A replay (a new row copying an old event) and a dead-letter copy get ids of their
+ * own, so the duplicate window does not drop them as re-sends of the original.
+ */
 function msgId(m: OutboundMessage): string {
-  return m.event.headers[REPLAY_HEADER] === undefined ? m.event.eventId : `${m.event.eventId}:${m.event.id}`;
+  const e = m.event;
+  if (m.headers[DEAD_LETTER_HEADER] !== undefined) return `${e.eventId}:dead-letter`;
+  return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
 }
+
+/**
+ * Rows are hostile input: a row header named like a JetStream control header (Nats-Rollup purges
+ * a subject, Nats-Expected-* makes every publish fail, Nats-Msg-Id defeats deduplication) is the
+ * event's permanent INVALID_MESSAGE, never passed on.
+ */
+const RESERVED_HEADER = /^nats-/i;
 
 function toHeaders(m: OutboundMessage) {
   try {
     const h = natsHeaders();
-    for (const k in m.headers) h.set(k, m.headers[k]!);
+    for (const k in m.headers) {
+      if (RESERVED_HEADER.test(k))
+        throw new Error(`header ${JSON.stringify(k)} is reserved by NATS JetStream`);
+      h.set(k, m.headers[k]!);
+    }
     return h;
   } catch (e) {
     throw new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${(e as Error).message}`, {
