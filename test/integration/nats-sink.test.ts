@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
 import { NatsSink } from '../../src/sinks/nats/nats-sink.ts';
@@ -10,7 +10,10 @@ import {
   insertEventsReportingCommit,
   migrateDb,
   orderViolations,
+  type RelayProcess,
+  slotOf,
   slotPosition,
+  spawnCli,
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
@@ -273,6 +276,53 @@ describe('NATS JetStream sink', () => {
     expect(rep.duplicates).toBe(0);
     expect(rep.stored.filter((m) => m.headers.aggregate_id === 'during-freeze')).toHaveLength(1);
   });
+
+  it('relay kill -9 storm: every kill while PubAcks are in flight; 0 lost, key order kept, re-sends dropped by the window', async () => {
+    await nats.addStream({ name: 'STORM', subjects: ['storm.>'] });
+    const args = [
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'nats',
+      '--nats-servers',
+      nats.url,
+      '--topic-template',
+      'storm.{aggregate_type}',
+      ...FAST,
+    ];
+    const load = backgroundInserts('Storm', 10);
+    onTestFinished(() => void load.stop());
+    let current: RelayProcess | null = null;
+    onTestFinished(() => current?.kill('SIGKILL'));
+    const KILLS = 5;
+    for (let k = 0; k < KILLS; k++) {
+      current = spawnCli(args);
+      await current.waitForLog(/streaming from the slot/, 60_000);
+      // Killed once it made progress (the stream grew), with the load still coming: PubAcks in flight.
+      const before = await nats.streamMessages('STORM');
+      await waitFor(async () => (await nats.streamMessages('STORM')) >= before + 200, {
+        timeoutMs: 60_000,
+        message: `relay ${k} publishing`,
+      });
+      current.kill('SIGKILL');
+      expect(await current.exited).toBe('SIGKILL');
+    }
+    const rounds = await load.stop();
+    current = spawnCli(args);
+    await current.waitForLog(/streaming from the slot/, 60_000);
+    await settled(load.ids, 120_000);
+    current.kill('SIGTERM');
+    expect(await current.exited).toBe(0);
+    current = null;
+    const rep = await report('STORM', 10, rounds);
+    console.log(`relay kill -9 storm: ${KILLS} kills, ${rounds * 10} events, ${rep.stored.length} stored`);
+    expect(rep.missing).toEqual([]);
+    expect(rep.violations).toEqual([]);
+    expect(rep.duplicates).toBe(0);
+  }, 400_000);
 
   it('a stream that is full (discard new) fails those events permanently; the stream goes on', async () => {
     await nats.addStream({ name: 'FULL', subjects: ['full.Small'], max_msgs: 5, discard: 'new' as never });
