@@ -10,7 +10,10 @@ import {
   insertEventsReportingCommit,
   migrateDb,
   orderViolations,
+  type RelayProcess,
+  slotOf,
   slotPosition,
+  spawnCli,
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
@@ -324,6 +327,54 @@ describe('RabbitMQ sink', () => {
     await settled(load.ids, 180_000);
     const rep = await report('freeze-q', 6, rounds);
     console.log(`RabbitMQ SIGSTOP: ${rounds * 6} events, ${rep.duplicates} duplicates in the queue`);
+    expect(rep.missing).toEqual([]);
+    expect(rep.violations).toEqual([]);
+  }, 400_000);
+
+  it('relay kill -9 storm: every kill with confirms in flight; 0 lost, key order kept (duplicates counted)', async () => {
+    await rabbit.exchangeWithQueue('storm', 'storm-q', 'storm.#');
+    const args = [
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'rabbitmq',
+      '--rabbitmq-exchange',
+      'storm',
+      '--topic-template',
+      'storm.{aggregate_type}',
+      ...FAST,
+    ];
+    const env = { RABBITMQ_URL: rabbit.url };
+    const load = backgroundInserts('Storm', 10);
+    onTestFinished(() => void load.stop());
+    let current: RelayProcess | null = null;
+    onTestFinished(() => current?.kill('SIGKILL'));
+    const KILLS = 5;
+    for (let k = 0; k < KILLS; k++) {
+      current = spawnCli(args, env);
+      await current.waitForLog(/streaming from the slot/, 60_000);
+      const before = await rabbit.queueLength('storm-q');
+      await waitFor(async () => (await rabbit.queueLength('storm-q')) >= before + 200, {
+        timeoutMs: 60_000,
+        message: `relay ${k} publishing`,
+      });
+      current.kill('SIGKILL');
+      expect(await current.exited).toBe('SIGKILL');
+    }
+    const rounds = await load.stop();
+    current = spawnCli(args, env);
+    await current.waitForLog(/streaming from the slot/, 60_000);
+    await settled(load.ids, 180_000);
+    current.kill('SIGTERM');
+    expect(await current.exited).toBe(0);
+    current = null;
+    const rep = await report('storm-q', 10, rounds);
+    console.log(
+      `RabbitMQ relay kill -9 storm: ${KILLS} kills, ${rounds * 10} events, ${rep.duplicates} duplicates`,
+    );
     expect(rep.missing).toEqual([]);
     expect(rep.violations).toEqual([]);
   }, 400_000);
