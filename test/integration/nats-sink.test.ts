@@ -9,7 +9,6 @@ import {
   insertEvents,
   insertEventsReportingCommit,
   migrateDb,
-  orderViolations,
   type RelayProcess,
   slotOf,
   slotPosition,
@@ -17,6 +16,7 @@ import {
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
+import { brokerErrors, seqReport, sinkLoad } from '../support/sink-load.ts';
 
 /**
  * The NATS JetStream sink against a real nats-server -js of this file (never the machine's
@@ -24,6 +24,7 @@ import {
  * stream back. Each stream/subject namespace is a test's own.
  */
 const db = useTestDatabase();
+const { statuses, settled, insertRounds, backgroundInserts } = sinkLoad(db);
 let nats: ThrowawayNats;
 let relay: Relay | null = null;
 
@@ -63,87 +64,14 @@ async function startRelay(prefix: string, extra: string[] = []): Promise<Relay> 
   return relay;
 }
 
-async function statuses(ids: string[]): Promise<Map<string, { status: string; last_error: string | null }>> {
-  const r = await db.query<{ id: string; status: string; last_error: string | null }>(
-    'SELECT o.id::text AS id, status, last_error FROM outbox_with_status o WHERE o.id = ANY($1::bigint[])',
-    [ids],
-  );
-  return new Map(r.map((x) => [x.id, x]));
-}
-
-async function settled(ids: string[], timeoutMs = 60_000): Promise<void> {
-  await waitFor(async () => [...(await statuses(ids)).values()].every((s) => s.status !== 'pending'), {
-    timeoutMs,
-    message: async () => {
-      const s = [...(await statuses(ids)).values()].filter((x) => x.status === 'pending');
-      return `${s.length} of ${ids.length} events still pending`;
-    },
-  });
-}
-
-/** Inserts `perKey` events for each of `keys` keys, one transaction per round, `{seq}` payloads. */
-async function insertRounds(
-  aggregateType: string,
-  keys: number,
-  rounds: number,
-  from = 0,
-): Promise<string[]> {
-  const ids: string[] = [];
-  for (let s = from; s < from + rounds; s++) {
-    const rows = [];
-    for (let k = 0; k < keys; k++)
-      rows.push({
-        aggregateType,
-        aggregateId: `k${k}`,
-        eventType: 'Tick',
-        payload: JSON.stringify({ seq: s }),
-      });
-    ids.push(...(await insertEvents(db.pool, rows)));
-  }
-  return ids;
-}
-
-/** What the stream holds of `{seq}` events: the per-key order check, losses, stored duplicates. */
+/** What the stream holds of `{seq}` events: losses, stored duplicates, the per-key order check. */
 async function report(stream: string, keys: number, rounds: number) {
   const stored = await nats.readAll(stream);
   const seen = stored.map((m) => ({
     key: m.headers.aggregate_id ?? '',
     seq: (JSON.parse(m.data.toString()) as { seq: number }).seq,
-    msgId: m.headers['Nats-Msg-Id'],
   }));
-  const unique = new Set(seen.map((s) => `${s.key}#${s.seq}`));
-  const missing: string[] = [];
-  for (let k = 0; k < keys; k++)
-    for (let s = 0; s < rounds; s++) if (!unique.has(`k${k}#${s}`)) missing.push(`k${k}#${s}`);
-  return { stored, seen, missing, duplicates: seen.length - unique.size, violations: orderViolations(seen) };
-}
-
-/** Transient broker errors the relay met so far (each failed attempt of a batch counts one). */
-async function brokerErrors(r: Relay): Promise<number> {
-  const m = await r.metrics.transientErrors.get();
-  return m.values.filter((v) => v.labels.dependency === 'broker').reduce((a, v) => a + v.value, 0);
-}
-
-/** Inserts `{seq}` rounds over `keys` keys until stopped; one transaction per round. */
-function backgroundInserts(aggregateType: string, keys: number) {
-  let rounds = 0;
-  let stop = false;
-  const ids: string[] = [];
-  const done = (async () => {
-    while (!stop) {
-      ids.push(...(await insertRounds(aggregateType, keys, 1, rounds)));
-      rounds++;
-    }
-  })();
-  return {
-    ids,
-    rounds: () => rounds,
-    async stop() {
-      stop = true;
-      await done;
-      return rounds;
-    },
-  };
+  return { stored, ...seqReport(seen, keys, rounds) };
 }
 
 beforeAll(async () => {

@@ -17,12 +17,14 @@ import {
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
+import { brokerErrors, seqReport, sinkLoad } from '../support/sink-load.ts';
 
 /**
  * The RabbitMQ sink against a real RabbitMQ node of this file (never the machine's shared one):
  * the relay streams real outbox rows, the test drains the queues with basic.get.
  */
 const db = useTestDatabase();
+const { statuses, settled, insertRounds, backgroundInserts } = sinkLoad(db);
 let rabbit: ThrowawayRabbit;
 let relay: Relay | null = null;
 
@@ -63,82 +65,13 @@ async function startRelay(exchange: string, extra: string[] = []): Promise<Relay
   return relay;
 }
 
-async function statuses(ids: string[]): Promise<Map<string, { status: string; last_error: string | null }>> {
-  const r = await db.query<{ id: string; status: string; last_error: string | null }>(
-    'SELECT o.id::text AS id, status, last_error FROM outbox_with_status o WHERE o.id = ANY($1::bigint[])',
-    [ids],
-  );
-  return new Map(r.map((x) => [x.id, x]));
-}
-
-async function settled(ids: string[], timeoutMs = 60_000): Promise<void> {
-  await waitFor(async () => [...(await statuses(ids)).values()].every((s) => s.status !== 'pending'), {
-    timeoutMs,
-    message: async () => {
-      const s = [...(await statuses(ids)).values()].filter((x) => x.status === 'pending');
-      return `${s.length} of ${ids.length} events still pending`;
-    },
-  });
-}
-
-async function insertRounds(
-  aggregateType: string,
-  keys: number,
-  rounds: number,
-  from = 0,
-): Promise<string[]> {
-  const ids: string[] = [];
-  for (let s = from; s < from + rounds; s++) {
-    const rows = [];
-    for (let k = 0; k < keys; k++)
-      rows.push({
-        aggregateType,
-        aggregateId: `k${k}`,
-        eventType: 'Tick',
-        payload: JSON.stringify({ seq: s }),
-      });
-    ids.push(...(await insertEvents(db.pool, rows)));
-  }
-  return ids;
-}
-
-function backgroundInserts(aggregateType: string, keys: number) {
-  let rounds = 0;
-  let stop = false;
-  const ids: string[] = [];
-  const done = (async () => {
-    while (!stop) {
-      ids.push(...(await insertRounds(aggregateType, keys, 1, rounds)));
-      rounds++;
-    }
-  })();
-  return {
-    ids,
-    rounds: () => rounds,
-    async stop() {
-      stop = true;
-      await done;
-      return rounds;
-    },
-  };
-}
-
-async function brokerErrors(r: Relay): Promise<number> {
-  const m = await r.metrics.transientErrors.get();
-  return m.values.filter((v) => v.labels.dependency === 'broker').reduce((a, v) => a + v.value, 0);
-}
-
 async function report(queue: string, keys: number, rounds: number) {
   const stored = await rabbit.drain(queue);
   const seen = stored.map((m) => ({
     key: String(m.headers.aggregate_id ?? ''),
     seq: (JSON.parse(m.content.toString()) as { seq: number }).seq,
   }));
-  const unique = new Set(seen.map((s) => `${s.key}#${s.seq}`));
-  const missing: string[] = [];
-  for (let k = 0; k < keys; k++)
-    for (let s = 0; s < rounds; s++) if (!unique.has(`k${k}#${s}`)) missing.push(`k${k}#${s}`);
-  return { stored, missing, duplicates: seen.length - unique.size, violations: orderViolations(seen) };
+  return { stored, ...seqReport(seen, keys, rounds) };
 }
 
 /** The queue's contents with re-sent copies left out, checking that no copy came before an earlier event. */
