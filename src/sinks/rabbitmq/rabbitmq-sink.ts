@@ -97,6 +97,11 @@ export class RabbitMqSink implements Sink {
           link.closed ??= Object.assign(new Error('channel closed'), { channelLevel: false });
           void conn.close().catch(() => {});
         });
+        // A memory or disk alarm: the broker stops reading; confirms time out and are retried.
+        conn.on('blocked', (reason: string) =>
+          this.#log.warn({ reason }, 'RabbitMQ blocked this connection'),
+        );
+        conn.on('unblocked', () => this.#log.info('RabbitMQ unblocked this connection'));
         conn.on('close', () => {
           link.closed ??= Object.assign(new Error('connection closed'), { channelLevel: false });
         });
