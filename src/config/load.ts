@@ -16,7 +16,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -34,6 +34,16 @@ export interface Config {
   kafkaTopicReplicationFactor: number;
   kafkaTopicConfig: Record<string, string>;
   kafkaTopicOverrides: Record<string, string>;
+  natsServers: string[];
+  natsUser?: string;
+  natsPassword?: string;
+  natsToken?: string;
+  natsTimeoutMs: number;
+  natsMaxPending: number;
+  rabbitmqUrl?: string;
+  rabbitmqExchange: string;
+  rabbitmqMaxUnconfirmed: number;
+  rabbitmqTimeoutMs: number;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -315,6 +325,7 @@ export function loadConfig(
     sources[s.key] = from;
   }
   if (config.kafkaBrokers === undefined) config.kafkaBrokers = [];
+  if (config.natsServers === undefined) config.natsServers = [];
   const loaded: Loaded = {
     config: config as unknown as Config,
     positionals: parsed.positionals,
@@ -470,6 +481,32 @@ export function validate(
     if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
       throw need('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
     }
+  }
+  if (command === 'run' && c.sink === 'nats') {
+    if (c.natsServers.length === 0)
+      throw fail('natsServers', 'is required with --sink nats (e.g. nats://nats-1:4222,nats://nats-2:4222)');
+    for (const u of c.natsServers) {
+      if (!/^(nats|tls):\/\/[^\s/]+$|^[^:\s/]+:\d+$/.test(u))
+        throw fail('natsServers', `${JSON.stringify(redactUrl(u))} is not nats://host:port`);
+    }
+    if (!!c.natsUser !== !!c.natsPassword)
+      throw fail(
+        'natsUser',
+        'user and password go together: set both --nats-user and NATS_PASSWORD, or neither',
+      );
+    if (c.natsToken && c.natsUser)
+      throw fail('natsToken', 'choose one way to authenticate: a token or a user and password');
+  }
+  if (command === 'run' && c.sink === 'rabbitmq') {
+    if (!c.rabbitmqUrl)
+      throw fail(
+        'rabbitmqUrl',
+        'is required with --sink rabbitmq (e.g. RABBITMQ_URL=amqp://relay:secret@rabbit:5672/%2F)',
+      );
+    if (!/^amqps?:\/\//.test(c.rabbitmqUrl)) throw fail('rabbitmqUrl', 'must start with amqp:// or amqps://');
+    // '' is the default exchange (routing key = queue name).
+    const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
+    if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
   }
 }
 
