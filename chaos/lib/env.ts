@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import pg from 'pg';
-import { freePort, LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
+import { LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { type RelayProcess, spawnCli } from '../../test/support/relay.ts';
 import { TcpProxy } from '../../test/support/tcp-proxy.ts';
@@ -75,8 +75,8 @@ export class Env {
 
   async startKafka(o: { brokers?: number; proxy?: boolean; maxMessageBytes?: number } = {}): Promise<void> {
     const count = o.brokers ?? 1;
-    const advertised: number[] = [];
-    if (o.proxy) for (let i = 0; i < count; i++) advertised.push(await freePort());
+    // Proxies first, on ports the kernel picked (no reservation race): the brokers advertise them.
+    if (o.proxy) for (let i = 0; i < count; i++) this.proxies.push(await TcpProxy.start());
     const dir = mkdtempSync(join(tmpdir(), `chaos-kafka-${this.name}-`));
     this.cluster = await LocalKafkaCluster.up({
       dir,
@@ -84,13 +84,10 @@ export class Env {
       brokers: count,
       autoCreateTopics: false,
       maxMessageBytes: o.maxMessageBytes,
-      advertisedPorts: o.proxy ? advertised : undefined,
+      advertisedPorts: o.proxy ? this.proxies.map((p) => p.port) : undefined,
       heapMb: 384,
     });
-    if (o.proxy) {
-      for (const n of this.cluster.nodes)
-        this.proxies.push(await TcpProxy.start({ port: n.clientPort }, n.advertisedPort));
-    }
+    for (const [i, n] of this.cluster.nodes.entries()) this.proxies[i]?.forwardTo({ port: n.clientPort });
     this.log(
       `kafka: ${count} broker(s) up (${this.cluster.bootstrap.join(',')})${o.proxy ? ' behind a proxy' : ''}`,
     );

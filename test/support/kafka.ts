@@ -20,7 +20,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { type Admin, type Consumer, Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
-import { freePort, LocalKafkaCluster, type SaslUsers } from '../../src/dev/local-kafka.ts';
+import { LocalKafkaCluster, type SaslUsers } from '../../src/dev/local-kafka.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 
 /** A record as read back from a topic by an independent consumer. */
@@ -108,12 +108,10 @@ export interface DedicatedKafkaOptions {
 export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Promise<DedicatedKafka> {
   const count = opts.brokers ?? 1;
   const dir = join(inject('kafkaRunDir'), `dedicated-${randomUUID().slice(0, 8)}`);
-  const ports: number[] = [];
-  for (let i = 0; i < count; i++) ports.push(await freePort());
+  // Proxies first, on ports the kernel picked: the brokers advertise them; they learn their
+  // targets once the brokers' own ports are known.
   const proxies: TcpProxy[] = [];
-  if (opts.proxy) {
-    for (const port of ports) proxies.push(await TcpProxy.start({ port }));
-  }
+  if (opts.proxy) for (let i = 0; i < count; i++) proxies.push(await TcpProxy.start());
   let cluster: LocalKafkaCluster;
   try {
     cluster = await LocalKafkaCluster.up({
@@ -132,13 +130,7 @@ export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Pro
     await LocalKafkaCluster.down(dir);
     throw e;
   }
-  // Proxies forward to the CLIENT ports the cluster actually got.
-  if (proxies.length > 0) {
-    await Promise.all(proxies.map((p) => p.stop()));
-    proxies.length = 0;
-    for (const n of cluster.nodes)
-      proxies.push(await TcpProxy.start({ port: n.clientPort }, n.advertisedPort));
-  }
+  for (const [i, n] of cluster.nodes.entries()) proxies[i]?.forwardTo({ port: n.clientPort });
   const harness = new Harness(cluster.bootstrap, cluster.internalBootstrap, '', `dedicated ${dir}`, cluster);
   return Object.assign(harness, { cluster, proxies }) as unknown as DedicatedKafka;
 }
