@@ -318,7 +318,7 @@ export class LocalKafkaCluster {
       cluster = new LocalKafkaCluster(dir, file, libs, java, log, leases);
       if (!existsSync(fileName)) {
         cluster.#writeConfigs(opts, file);
-        cluster.#format(file.clusterId);
+        await cluster.#format(file.clusterId);
         writeFileSync(fileName, `${JSON.stringify(file, null, 2)}\n`);
       }
     } catch (e) {
@@ -333,8 +333,11 @@ export class LocalKafkaCluster {
     return cluster;
   }
 
-  /** Stops every node this directory's cluster started (SIGTERM, then SIGKILL after 15 s). Safe to repeat. */
-  static async down(dir: string): Promise<number> {
+  /**
+   * Stops every node this directory's cluster started (`signal`, default SIGTERM, then SIGKILL
+   * after 15 s). Safe to repeat.
+   */
+  static async down(dir: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<number> {
     const fileName = join(resolve(dir), 'cluster.json');
     if (!existsSync(fileName)) return 0;
     const file = JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile;
@@ -343,7 +346,7 @@ export class LocalKafkaCluster {
       file.nodes.map(async (n) => {
         const props = join(resolve(dir), `node-${n.id}`, 'server.properties');
         const pidFile = join(resolve(dir), `node-${n.id}`, 'pid');
-        if (await stopPid(pidFile, props, 'SIGTERM', 15_000)) stopped++;
+        if (await stopPid(pidFile, props, signal, 15_000)) stopped++;
       }),
     );
     return stopped;
@@ -474,20 +477,17 @@ export class LocalKafkaCluster {
     }
   }
 
-  #format(clusterId: string): void {
-    for (const node of this.nodes) {
-      const props = join(this.#nodeDir(node.id), 'server.properties');
-      const r = spawnSync(
-        this.#java,
-        ['-cp', join(this.#libs, '*'), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', props],
-        { encoding: 'utf8' },
-      );
-      if (r.status !== 0) {
-        throw new Error(
-          `kafka-storage format of node ${node.id} failed: ${(r.stderr || r.stdout).slice(-2000)}`,
-        );
-      }
-    }
+  /** kafka-storage format of every node, in parallel (a JVM each: seconds per node otherwise). */
+  async #format(clusterId: string): Promise<void> {
+    await Promise.all(
+      this.nodes.map(async (node) => {
+        const props = join(this.#nodeDir(node.id), 'server.properties');
+        const args = ['-cp', join(this.#libs, '*'), 'kafka.tools.StorageTool', 'format', '-t', clusterId];
+        const r = await run(this.#java, [...args, '-c', props]);
+        if (r.code !== 0)
+          throw new Error(`kafka-storage format of node ${node.id} failed: ${r.output.slice(-2000)}`);
+      }),
+    );
   }
 
   /** The node's pid if it runs (started by this cluster directory), else null. */
@@ -560,9 +560,13 @@ export class LocalKafkaCluster {
     await LocalKafkaCluster.down(this.dir);
   }
 
-  /** Stops the cluster, deletes its directory and releases the ports reserved for it. */
+  /**
+   * Stops the cluster, deletes its directory and releases the ports reserved for it. SIGKILL: the
+   * data is deleted right after, so a graceful shutdown (controlled shutdown, log flush: seconds
+   * per node) would buy nothing.
+   */
   async destroy(): Promise<void> {
-    await this.down();
+    await LocalKafkaCluster.down(this.dir, 'SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
     for (const l of this.#leases) l.release();
   }
@@ -659,6 +663,18 @@ export class LocalKafkaCluster {
       await admin.disconnect().catch(() => {});
     }
   }
+}
+
+/** Runs a command to completion: its exit code and its output (stdout and stderr together). */
+function run(cmd: string, args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', (e) => done({ code: -1, output: e.message }));
+    child.on('close', (code) => done({ code: code ?? -1, output }));
+  });
 }
 
 /** Signals the owned pid and waits until it is gone (SIGKILL after `graceMs`). true if it ran. */
