@@ -252,6 +252,7 @@ describe('relay → Kafka', () => {
     }
     await waitFor(async () => (await published(ids)) === 5, {
       timeoutMs: 30_000,
+      progress: () => published(ids),
       message: 'rows published after the broker returned',
     });
     const seqs = (await kafka.readAll('outbox.event.Order'))

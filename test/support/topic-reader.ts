@@ -27,7 +27,7 @@ export interface ReadUpToOptions {
   idleMs?: number;
   /** Give up after this long in all. Default 240 s. */
   capMs?: number;
-  /** Replace the consumer after this long without a new record (doubling per replacement). Default 10 s. */
+  /** Replace the consumer after this long without a new record (doubling per replacement). Default 5 s. */
   stallMs?: number;
 }
 
@@ -107,7 +107,7 @@ export class TopicReader {
    * the reader got that far.
    */
   async readUpTo(high: Map<string, number>, opts: ReadUpToOptions = {}): Promise<RawRecord[]> {
-    let stallMs = opts.stallMs ?? 10_000;
+    let stallMs = opts.stallMs ?? 5000;
     const deadline = new ProgressDeadline({ idleMs: opts.idleMs ?? 60_000, capMs: opts.capMs ?? 240_000 });
     const behind = () => [...high].filter(([key, h]) => h > 0 && (this.#position.get(key) ?? 0) < h);
     let lastError = '';
