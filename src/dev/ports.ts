@@ -17,7 +17,17 @@
  * Where a component can bind port 0 and report the port it got (our TCP proxy, the relay's HTTP
  * server), let it do that instead: nothing to reserve.
  */
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -139,6 +149,9 @@ function reclaimIfStale(dir: string, lock: string): boolean {
     if (again === null || again === process.pid || pidAlive(again)) return false;
     unlinkSync(lock);
     return true;
+  } catch {
+    // EPERM: another user's lock in the sticky directory; leave it to them.
+    return false;
   } finally {
     unlinkSync(mutex);
   }
@@ -151,6 +164,20 @@ function bindable(port: number): Promise<boolean> {
     srv.once('error', () => done(false));
     srv.listen(port, '127.0.0.1', () => srv.close(() => done(true)));
   });
+}
+
+/**
+ * Creates the lock directory like /tmp (world-writable, sticky): every user's tests share the
+ * ports, and nobody can remove another user's lock.
+ */
+function ensureSharedDir(dir: string): void {
+  if (existsSync(dir)) return;
+  mkdirSync(dir, { recursive: true });
+  try {
+    chmodSync(dir, 0o1777);
+  } catch {
+    // Created by another user a moment ago.
+  }
 }
 
 function installExitHook(): void {
@@ -169,7 +196,7 @@ function installExitHook(): void {
  */
 export async function reservePort(opts: ReserveOptions = {}): Promise<PortLease> {
   const dir = lockDirOf(opts);
-  mkdirSync(dir, { recursive: true });
+  ensureSharedDir(dir);
   const [lo, hi] = opts.range ?? portRange();
   const size = hi - lo + 1;
   const start = Math.floor(Math.random() * size);
