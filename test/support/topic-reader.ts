@@ -7,8 +7,9 @@
  * ms (partition 2: at 26 of 31)" while the records were there). So:
  *   - a consumer that makes no progress for `stallMs` while records are outstanding, or that
  *     crashed for good, is replaced by a fresh one (new group, from the beginning; what was read
- *     already is skipped by offset); each replacement gets twice the time of the one before, so a
- *     group join slowed by load is not cut off again and again;
+ *     already is skipped by offset); a consumer gets 3 × stallMs for its group join, and each
+ *     replacement twice the time of the one before, so a join slowed by load is not cut off again
+ *     and again;
  *   - the wait is bounded by progress (test/support/progress.ts): it fails after `idleMs` without
  *     a new record, or `capMs` in all, never merely because a loaded machine is slow.
  */
@@ -50,6 +51,8 @@ export class TopicReader {
   #consumer: Consumer | null = null;
   #generation = 0;
   #crashed: Error | null = null;
+  /** Group joins of the current consumer (a sign of life for the stall detector). */
+  #joins = 0;
   /** Consumers replaced so far (for the error message). */
   restarts = 0;
 
@@ -59,10 +62,11 @@ export class TopicReader {
     this.#groupPrefix = groupPrefix;
   }
 
-  /** Starts consuming (readUpTo starts it too). */
+  /** Starts a consumer (readUpTo starts one when there is none). */
   async start(): Promise<void> {
     const generation = ++this.#generation;
     this.#crashed = null;
+    this.#joins = 0;
     const consumer = this.#kafka.consumer({
       groupId: `${this.#groupPrefix}-${randomUUID()}`,
       maxWaitTimeInMs: 100,
@@ -72,6 +76,9 @@ export class TopicReader {
     this.#consumer = consumer;
     consumer.on(consumer.events.CRASH, (e) => {
       if (!e.payload.restart && generation === this.#generation) this.#crashed = e.payload.error;
+    });
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      if (generation === this.#generation) this.#joins++;
     });
     await consumer.connect();
     await consumer.subscribe({ topics: this.#topics, fromBeginning: true });
@@ -93,13 +100,25 @@ export class TopicReader {
     });
   }
 
-  async #restart(): Promise<void> {
+  /** Replaces the consumer by a fresh one; a failed start leaves none (the next replacement tries again). */
+  async #replace(): Promise<string> {
     const old = this.#consumer;
     this.#generation++;
     this.#consumer = null;
-    this.restarts++;
-    if (old) await bounded(old.disconnect(), 5000);
-    await this.start();
+    if (old) {
+      this.restarts++;
+      await bounded(old.disconnect(), 5000);
+    }
+    try {
+      await this.start();
+      return '';
+    } catch (e) {
+      // The broker may still be on its way back.
+      const failed = this.#consumer as Consumer | null;
+      this.#consumer = null;
+      if (failed) await bounded(failed.disconnect(), 5000);
+      return `; last error: ${(e as Error).message}`;
+    }
   }
 
   /**
@@ -107,15 +126,19 @@ export class TopicReader {
    * the reader got that far.
    */
   async readUpTo(high: Map<string, number>, opts: ReadUpToOptions = {}): Promise<RawRecord[]> {
-    let stallMs = opts.stallMs ?? 5000;
-    const deadline = new ProgressDeadline({ idleMs: opts.idleMs ?? 60_000, capMs: opts.capMs ?? 240_000 });
     const behind = () => [...high].filter(([key, h]) => h > 0 && (this.#position.get(key) ?? 0) < h);
-    let lastError = '';
-    let sinceRestart = new ProgressDeadline({ idleMs: stallMs });
+    if (behind().length === 0) return this.#upTo(high);
+    const deadline = new ProgressDeadline({ idleMs: opts.idleMs ?? 60_000, capMs: opts.capMs ?? 240_000 });
+    let stallMs = opts.stallMs ?? 5000;
+    let lastError = this.#consumer === null ? await this.#replace() : '';
+    // Until its group join, a consumer gets 3 × stallMs (a join is slow on a loaded machine); a
+    // join restarts the clock, then stallMs without a new record means stuck.
+    const stallFor = () => new ProgressDeadline({ idleMs: this.#joins > 0 ? stallMs : 3 * stallMs });
+    let stall = stallFor();
+    let joins = this.#joins;
     while (behind().length > 0) {
       const progress = [...this.#position.values()].reduce((a, b) => a + b, 0);
       deadline.note(progress);
-      sinceRestart.note(progress);
       if (deadline.expired()) {
         const lag = behind()
           .map(([key, h]) => `${key}: at ${this.#position.get(key) ?? 0} of ${h}`)
@@ -124,22 +147,26 @@ export class TopicReader {
           `read of ${this.#topics.join(',')}: ${deadline.why()} (${lag}; consumers replaced: ${this.restarts}${lastError})`,
         );
       }
-      if (this.#consumer === null || this.#crashed || sinceRestart.expired()) {
+      if (this.#joins !== joins) {
+        joins = this.#joins;
+        stall = stallFor();
+      }
+      stall.note(progress);
+      if (this.#crashed || stall.expired()) {
         if (this.#crashed) lastError = `; last crash: ${this.#crashed.message}`;
-        if (this.#consumer !== null) stallMs *= 2;
-        try {
-          await (this.#consumer === null ? this.start() : this.#restart());
-        } catch (e) {
-          // The broker may still be on its way back: try again after the stall time.
-          lastError = `; last error: ${(e as Error).message}`;
-          this.#consumer = null;
-        }
-        sinceRestart = new ProgressDeadline({ idleMs: stallMs });
-        sinceRestart.note(progress);
+        lastError = (await this.#replace()) || lastError;
+        // Each replacement gets twice the time of the one before: never cut off again and again.
+        stallMs *= 2;
+        joins = this.#joins;
+        stall = stallFor();
         continue;
       }
       await sleep(50);
     }
+    return this.#upTo(high);
+  }
+
+  #upTo(high: Map<string, number>): RawRecord[] {
     const out: RawRecord[] = [];
     for (const key of [...this.#records.keys()].sort(byTopicPartition)) {
       const h = high.get(key) ?? Number.POSITIVE_INFINITY;
