@@ -305,15 +305,12 @@ export class LocalKafkaCluster {
     mkdirSync(dir, { recursive: true });
     const java = javaBinary();
     const fileName = join(dir, 'cluster.json');
-    let file: ClusterFile;
     const leases: PortLease[] = [];
-    if (existsSync(fileName)) {
-      file = JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile;
-    } else {
-      file = await LocalKafkaCluster.#plan(opts, leases);
-    }
     let cluster: LocalKafkaCluster;
     try {
+      const file = existsSync(fileName)
+        ? (JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile)
+        : await LocalKafkaCluster.#plan(opts, leases);
       const libs = await ensureKafkaJars(file.version, log);
       cluster = new LocalKafkaCluster(dir, file, libs, java, log, leases);
       if (!existsSync(fileName)) {
@@ -328,7 +325,7 @@ export class LocalKafkaCluster {
     const already = cluster.nodes.every((n) => cluster.pidOf(n.id) !== null);
     for (const n of cluster.nodes) if (cluster.pidOf(n.id) === null) cluster.#spawn(n.id);
     if (!already)
-      log(`kafka: starting ${cluster.nodes.length} node(s) of Apache Kafka ${file.version} in ${dir}`);
+      log(`kafka: starting ${cluster.nodes.length} node(s) of Apache Kafka ${cluster.version} in ${dir}`);
     await cluster.waitReady(opts.readyTimeoutMs ?? 120_000);
     return cluster;
   }
@@ -371,7 +368,8 @@ export class LocalKafkaCluster {
   /**
    * The cluster's shape and ports. Ports not given are reserved (src/dev/ports.ts) into `leases`:
    * held, so that no other cluster of this or a parallel process is planned onto them (two
-   * listeners on one port made `kafka-storage format` fail), until destroy() or this process ends.
+   * listeners on one port made `kafka-storage format` fail), until destroy() or this process ends
+   * (up() releases them if the cluster never starts).
    */
   static async #plan(opts: LocalKafkaOptions, leases: PortLease[]): Promise<ClusterFile> {
     const count = opts.brokers ?? 1;
@@ -384,20 +382,15 @@ export class LocalKafkaCluster {
       return lease.port;
     };
     const nodes: LocalKafkaNode[] = [];
-    try {
-      for (let i = 1; i <= count; i++) {
-        const clientPort = base === 0 ? await reserve() : base + i - 1;
-        nodes.push({
-          id: i,
-          clientPort,
-          advertisedPort: opts.advertisedPorts?.[i - 1] ?? clientPort,
-          internalPort: await reserve(),
-          controllerPort: i === 1 ? await reserve() : null,
-        });
-      }
-    } catch (e) {
-      for (const l of leases) l.release();
-      throw e;
+    for (let i = 1; i <= count; i++) {
+      const clientPort = base === 0 ? await reserve() : base + i - 1;
+      nodes.push({
+        id: i,
+        clientPort,
+        advertisedPort: opts.advertisedPorts?.[i - 1] ?? clientPort,
+        internalPort: await reserve(),
+        controllerPort: i === 1 ? await reserve() : null,
+      });
     }
     return {
       version: opts.version ?? kafkaVersionFromEnv(),
