@@ -9,7 +9,8 @@
 #   SUITE_CMD='npx vitest run test/integration/relay-kafka.test.ts' scripts/suite-under-load.sh 5
 #                                               # one file instead of the whole suite
 #
-# Each run's output goes to .tmp/suite-under-load/run-<i>.log; the summary also to summary.txt.
+# Each run's output goes to .tmp/suite-under-load/run-<i>.log; the summary (with each run's five
+# slowest files) also to summary.txt.
 set -u
 
 runs="${1:-3}"
@@ -55,6 +56,9 @@ for ((i = 1; i <= runs; i++)); do
   files=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ +Test Files' | tail -1 | sed 's/^ *//')
   if [ "$rc" -eq 0 ]; then result=pass; else result="FAIL (exit $rc)"; failed=1; fi
   say "run $i: $result in ${secs} s — ${files:-no summary, see $log}"
+  # Where the time went: the five slowest files of the run.
+  sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ [✓❯×] \S+\.test\.ts .*[0-9]+ms$' |
+    awk '{ print $NF, $2 }' | sort -k1 -n -r | head -5 | sed 's/^/    /' | tee -a "$summary"
   if [ "$rc" -ne 0 ]; then
     sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^ (FAIL|❯) ' | sort -u | head -20 | tee -a "$summary"
   fi
