@@ -62,10 +62,15 @@ export interface KafkaHarness {
    * Every record of `topic` at the time of the call, in (partition, offset) order; [] if it does
    * not exist. Survives broker restarts; bounded by progress (test/support/topic-reader.ts).
    */
-  readAll(topic: string, opts?: ReadUpToOptions): Promise<ReadRecord[]>;
+  readAll(topic: string, opts?: ReadAllOptions): Promise<ReadRecord[]>;
   /** A kafkajs admin for anything else (connected; do not disconnect it). */
   admin(): Promise<Admin>;
   stop(): Promise<void>;
+}
+
+export interface ReadAllOptions extends ReadUpToOptions {
+  /** The former name of `idleMs` (readAll once waited this long in all). */
+  timeoutMs?: number;
 }
 
 export interface DedicatedKafka extends KafkaHarness {
@@ -255,7 +260,7 @@ class Harness implements KafkaHarness {
       .map((t) => t.slice(this.ns.length));
   }
 
-  async readAll(name: string, opts: ReadUpToOptions = {}): Promise<ReadRecord[]> {
+  async readAll(name: string, { timeoutMs, ...opts }: ReadAllOptions = {}): Promise<ReadRecord[]> {
     const topic = this.topic(name);
     const admin = await this.admin();
     let reader = this.#readers.get(topic);
@@ -268,7 +273,7 @@ class Harness implements KafkaHarness {
     }
     const offsets = await admin.fetchTopicOffsets(topic);
     const high = new Map(offsets.map((o) => [tp(topic, o.partition), Number(o.high)]));
-    return (await reader.readUpTo(high, opts)).map(toReadRecord);
+    return (await reader.readUpTo(high, { idleMs: timeoutMs, ...opts })).map(toReadRecord);
   }
 
   async stop(): Promise<void> {
