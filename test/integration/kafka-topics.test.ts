@@ -262,21 +262,16 @@ describe('--kafka-topics verify and check', () => {
     );
   });
 
-  it('a bad override is a configuration error naming the option (exit 78)', async () => {
-    const p = spawnCli(
-      [
-        'check',
-        '--database-url',
-        db.url,
-        '--kafka-brokers',
-        kafka.brokers.join(','),
-        '--kafka-topic-override',
-        'Order=partitions=many',
-      ],
-      { OUTBOX_SLOT: slotOf(db) },
+  it('a bad override names the option: a bad command line from a flag (64), bad configuration from the environment (78)', async () => {
+    const args = ['check', '--database-url', db.url, '--kafka-brokers', kafka.brokers.join(',')];
+    const flag = spawnCli([...args, '--kafka-topic-override', 'Order=partitions=many'], { OUTBOX_SLOT: slotOf(db) });
+    expect(await flag.exited).toBe(EXIT.USAGE);
+    expect(flag.logs()).toMatch(
+      /--kafka-topic-override \(flag\): Order=partitions=many: partitions=many: must be a whole number/,
     );
-    expect(await p.exited).toBe(EXIT.CONFIG);
-    expect(p.logs()).toMatch(
+    const env = spawnCli(args, { OUTBOX_SLOT: slotOf(db), KAFKA_TOPIC_OVERRIDES: 'Order=partitions=many' });
+    expect(await env.exited).toBe(EXIT.CONFIG);
+    expect(env.logs()).toMatch(
       /--kafka-topic-override \/ KAFKA_TOPIC_OVERRIDES: Order=partitions=many: partitions=many: must be a whole number/,
     );
   });
