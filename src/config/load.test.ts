@@ -118,6 +118,47 @@ describe('loadConfig', () => {
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
       /expected KEY=VALUE/,
     ],
+    [
+      'oauthbearer without a token source',
+      ['--kafka-sasl-mechanism', 'oauthbearer'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /--kafka-sasl-mechanism \/ KAFKA_SASL_MECHANISM: oauthbearer needs --kafka-oauth-token-url .* or --kafka-oauth-token-command/,
+    ],
+    [
+      'oauthbearer token endpoint without a client secret',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'https://idp/token',
+        KAFKA_OAUTH_CLIENT_ID: 'relay',
+      },
+      /--kafka-oauth-client-secret \/ KAFKA_OAUTH_CLIENT_SECRET: is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE/,
+    ],
+    [
+      'oauthbearer with both a token endpoint and a command',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'https://idp/token',
+        KAFKA_OAUTH_TOKEN_COMMAND: 'get-token',
+      },
+      /not both/,
+    ],
+    [
+      'oauthbearer token URL that is not http(s)',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'idp/token',
+      },
+      /--kafka-oauth-token-url \/ KAFKA_OAUTH_TOKEN_URL: "idp\/token" is not an http\(s\) URL/,
+    ],
   ];
   for (const [name, argv, env, message] of bad) {
     it(`rejects ${name} with an error naming the field`, () => {

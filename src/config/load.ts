@@ -22,9 +22,15 @@ export interface Config {
   kafkaSslCaFile?: string;
   kafkaSslCertFile?: string;
   kafkaSslKeyFile?: string;
-  kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512';
+  kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512' | 'oauthbearer';
   kafkaSaslUsername?: string;
   kafkaSaslPassword?: string;
+  kafkaOauthTokenUrl?: string;
+  kafkaOauthClientId?: string;
+  kafkaOauthClientSecret?: string;
+  kafkaOauthScope?: string;
+  kafkaOauthAudience?: string;
+  kafkaOauthTokenCommand?: string;
   kafkaCompression: 'none' | 'gzip';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
@@ -392,7 +398,8 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
     for (const b of c.kafkaBrokers) {
       if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
     }
-    if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
+    if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, fail);
+    else if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
       throw fail(
         'kafkaSaslMechanism',
         `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
@@ -401,6 +408,28 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
     if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
       throw fail('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
     }
+  }
+}
+
+/** --kafka-sasl-mechanism oauthbearer: a token endpoint with its client, or a token command; not both. */
+function validateOAuth(c: Config, fail: (key: string, why: string) => Error): void {
+  const { kafkaOauthTokenUrl: url, kafkaOauthTokenCommand: command } = c;
+  if (url && command)
+    throw fail('kafkaOauthTokenCommand', 'give either --kafka-oauth-token-url or a token command, not both');
+  if (!url && !command)
+    throw fail(
+      'kafkaSaslMechanism',
+      'oauthbearer needs --kafka-oauth-token-url (with --kafka-oauth-client-id and a client secret) or --kafka-oauth-token-command',
+    );
+  if (url) {
+    if (!/^https?:\/\/[^\s/]+/.test(url))
+      throw fail('kafkaOauthTokenUrl', `${JSON.stringify(url)} is not an http(s) URL`);
+    if (!c.kafkaOauthClientId) throw fail('kafkaOauthClientId', 'is required with --kafka-oauth-token-url');
+    if (!c.kafkaOauthClientSecret)
+      throw fail(
+        'kafkaOauthClientSecret',
+        'is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE (or --kafka-oauth-client-secret-file) to a file holding it',
+      );
   }
 }
 

@@ -21,7 +21,14 @@ export async function createLogger(opts: LoggerOptions): Promise<Logger> {
     level: opts.level,
     base: { service: 'outbox-relay' },
     redact: {
-      paths: ['password', '*.password', 'databaseUrl', '*.databaseUrl', 'kafkaSaslPassword'],
+      paths: [
+        'password',
+        '*.password',
+        'databaseUrl',
+        '*.databaseUrl',
+        'kafkaSaslPassword',
+        'kafkaOauthClientSecret',
+      ],
       censor: '***',
     },
     timestamp: pino.stdTimeFunctions.isoTime,

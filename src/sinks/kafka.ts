@@ -11,11 +11,17 @@ import {
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
+import {
+  breaksProducer,
+  type Classified,
+  classifyKafkaError,
+  isAuthenticationFailure,
+} from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
+import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 import type { Sink } from './sink.ts';
 
@@ -30,6 +36,12 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaSaslMechanism'
   | 'kafkaSaslUsername'
   | 'kafkaSaslPassword'
+  | 'kafkaOauthTokenUrl'
+  | 'kafkaOauthClientId'
+  | 'kafkaOauthClientSecret'
+  | 'kafkaOauthScope'
+  | 'kafkaOauthAudience'
+  | 'kafkaOauthTokenCommand'
   | 'kafkaCompression'
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
@@ -45,8 +57,10 @@ function ssl(c: KafkaSinkConfig) {
   };
 }
 
-function sasl(c: KafkaSinkConfig): SASLOptions | undefined {
+function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | undefined {
   if (c.kafkaSaslMechanism === 'none') return undefined;
+  if (tokens)
+    return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await tokens.token() }) };
   return {
     mechanism: c.kafkaSaslMechanism,
     username: c.kafkaSaslUsername ?? '',
@@ -98,10 +112,13 @@ export class KafkaSink implements Sink {
   readonly #ledger = new PartitionLedger();
   /** Sends the client reported done that a partition's response did not cover (tests, logs). */
   unacknowledgedSends = 0;
+  /** OAUTHBEARER tokens (null for other mechanisms). */
+  readonly tokens: TokenCache | null;
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
     this.#log = log;
+    this.tokens = oauthTokens(c);
     // Record batches written in one pass (src/sinks/produce-encoder.ts); kafkajs' encoder otherwise.
     if (!installProduceEncoder())
       log.warn(
@@ -118,7 +135,7 @@ export class KafkaSink implements Sink {
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
       ssl: ssl(c),
-      sasl: sasl(c),
+      sasl: sasl(c, this.tokens),
       connectionTimeout: 5000,
       requestTimeout: c.kafkaRequestTimeoutMs,
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
@@ -157,6 +174,7 @@ export class KafkaSink implements Sink {
   #connect(): Promise<void> {
     this.#connected ??= this.#producer.connect().catch((e: unknown) => {
       this.#connected = null;
+      this.#refused(e);
       throw e;
     });
     return this.#connected;
@@ -202,6 +220,7 @@ export class KafkaSink implements Sink {
         topicMessages,
       });
     } catch (e) {
+      this.#refused(e);
       // A permanent refusal breaks the producer only if a Produce request went out (the broker may
       // have stored its other partitions); one raised before any (a missing topic, found by the
       // metadata request) leaves the sequence state intact: replacing would only stall the stream.
@@ -219,6 +238,11 @@ export class KafkaSink implements Sink {
       this.#log.warn({ partitions: missing }, e.message);
       throw e;
     }
+  }
+
+  /** A token the brokers refused is not offered again: the retry fetches a new one. */
+  #refused(e: unknown): void {
+    if (this.tokens && isAuthenticationFailure(e)) this.tokens.invalidate();
   }
 
   /** Drops `old` (if it is still the current producer) for a new one: new producer id, fresh sequence numbers. */

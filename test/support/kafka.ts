@@ -20,7 +20,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { type Admin, type Consumer, Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
-import { freePort, LocalKafkaCluster, type SaslUsers } from '../../src/dev/local-kafka.ts';
+import {
+  freePort,
+  LocalKafkaCluster,
+  type OAuthBearerListener,
+  type SaslUsers,
+} from '../../src/dev/local-kafka.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 
 /** A record as read back from a topic by an independent consumer. */
@@ -101,6 +106,7 @@ export interface DedicatedKafkaOptions {
   /** Put a TcpProxy in front of each node's client listener. */
   proxy?: boolean;
   sasl?: SaslUsers;
+  oauthbearer?: OAuthBearerListener;
   extraConfig?: Record<string, string | number | boolean>;
 }
 
@@ -123,6 +129,7 @@ export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Pro
       autoCreateTopics: opts.autoCreateTopics,
       maxMessageBytes: opts.maxMessageBytes,
       sasl: opts.sasl,
+      oauthbearer: opts.oauthbearer,
       extraConfig: opts.extraConfig,
       advertisedPorts: proxies.length > 0 ? proxies.map((p) => p.port) : undefined,
       heapMb: 384,
