@@ -143,10 +143,3 @@ export function classifyKafkaError(e: unknown): Classified {
     };
   return { class: 'transient', reason, message };
 }
-
-/** Whether the brokers refused the relay's SASL credentials (e.g. an expired or badly signed token). */
-export function isAuthenticationFailure(e: unknown): boolean {
-  for (const k of chain(e))
-    if (k.name === 'KafkaJSSASLAuthenticationError' || k.type === 'SASL_AUTHENTICATION_FAILED') return true;
-  return false;
-}

@@ -11,14 +11,10 @@ import {
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import {
-  breaksProducer,
-  type Classified,
-  classifyKafkaError,
-  isAuthenticationFailure,
-} from './kafka-errors.ts';
+import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
+import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
@@ -59,8 +55,12 @@ function ssl(c: KafkaSinkConfig) {
 
 function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | undefined {
   if (c.kafkaSaslMechanism === 'none') return undefined;
+  // kafkajs' own OAUTHBEARER takes a refused token for success (src/sinks/kafkajs-oauthbearer.ts).
   if (tokens)
-    return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await tokens.token() }) };
+    return {
+      mechanism: 'oauthbearer',
+      authenticationProvider: oauthBearerAuthenticator(tokens),
+    } as unknown as SASLOptions;
   return {
     mechanism: c.kafkaSaslMechanism,
     username: c.kafkaSaslUsername ?? '',
@@ -174,7 +174,6 @@ export class KafkaSink implements Sink {
   #connect(): Promise<void> {
     this.#connected ??= this.#producer.connect().catch((e: unknown) => {
       this.#connected = null;
-      this.#refused(e);
       throw e;
     });
     return this.#connected;
@@ -220,7 +219,6 @@ export class KafkaSink implements Sink {
         topicMessages,
       });
     } catch (e) {
-      this.#refused(e);
       // A permanent refusal breaks the producer only if a Produce request went out (the broker may
       // have stored its other partitions); one raised before any (a missing topic, found by the
       // metadata request) leaves the sequence state intact: replacing would only stall the stream.
@@ -238,11 +236,6 @@ export class KafkaSink implements Sink {
       this.#log.warn({ partitions: missing }, e.message);
       throw e;
     }
-  }
-
-  /** A token the brokers refused is not offered again: the retry fetches a new one. */
-  #refused(e: unknown): void {
-    if (this.tokens && isAuthenticationFailure(e)) this.tokens.invalidate();
   }
 
   /** Drops `old` (if it is still the current producer) for a new one: new producer id, fresh sequence numbers. */

@@ -84,7 +84,9 @@ describe('TokenCache', () => {
     expect(await cache.token()).toBe('t1');
     now = 80_000;
     expect(await cache.token()).toBe('t2');
-    cache.invalidate();
+    cache.invalidate('t1');
+    expect(await cache.token(), 'another token than the cached one: kept').toBe('t2');
+    cache.invalidate('t2');
     expect(await cache.token()).toBe('t3');
     expect(cache.fetches).toBe(3);
   });

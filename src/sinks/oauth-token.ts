@@ -244,9 +244,9 @@ export class TokenCache {
     return (await this.#inFlight).value;
   }
 
-  /** Drops the cached token (the broker refused it): the next token() fetches a new one. */
-  invalidate(): void {
-    this.#current = null;
+  /** Drops `token` if it is the cached one (the broker refused it): the next token() fetches a new one. */
+  invalidate(token: string): void {
+    if (this.#current?.token.value === token) this.#current = null;
   }
 }
 
