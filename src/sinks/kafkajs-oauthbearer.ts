@@ -1,5 +1,11 @@
-import { KafkaJSSASLAuthenticationError } from 'kafkajs';
+import { createRequire } from 'node:module';
 import type { TokenCache } from './oauth-token.ts';
+
+// kafkajs spreads its error classes into module.exports, which Node's ESM named-export detection
+// for CommonJS does not see: required.
+const { KafkaJSSASLAuthenticationError } = createRequire(import.meta.url)(
+  'kafkajs',
+) as typeof import('kafkajs');
 
 /**
  * SASL/OAUTHBEARER for kafkajs (its `sasl.authenticationProvider`), in place of kafkajs' own,

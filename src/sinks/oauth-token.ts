@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { Config } from '../config/load.ts';
 
 /**
  * Tokens for SASL/OAUTHBEARER (docs/kafka.md, "Authentication"): from an OIDC token endpoint
@@ -251,15 +252,18 @@ export class TokenCache {
 }
 
 /** The token cache of --kafka-sasl-mechanism oauthbearer (null for other mechanisms). */
-export function oauthTokens(c: {
-  kafkaSaslMechanism: string;
-  kafkaOauthTokenUrl?: string;
-  kafkaOauthClientId?: string;
-  kafkaOauthClientSecret?: string;
-  kafkaOauthScope?: string;
-  kafkaOauthAudience?: string;
-  kafkaOauthTokenCommand?: string;
-}): TokenCache | null {
+export function oauthTokens(
+  c: Pick<
+    Config,
+    | 'kafkaSaslMechanism'
+    | 'kafkaOauthTokenUrl'
+    | 'kafkaOauthClientId'
+    | 'kafkaOauthClientSecret'
+    | 'kafkaOauthScope'
+    | 'kafkaOauthAudience'
+    | 'kafkaOauthTokenCommand'
+  >,
+): TokenCache | null {
   if (c.kafkaSaslMechanism !== 'oauthbearer') return null;
   if (c.kafkaOauthTokenCommand) return new TokenCache(commandFetcher(c.kafkaOauthTokenCommand));
   return new TokenCache(

@@ -14,7 +14,9 @@ import {
   insertEvents,
   insertEventsReportingCommit,
   migrateDb,
+  slotOf,
   slotPosition,
+  spawnCli,
   testConfig,
 } from '../support/relay.ts';
 
@@ -27,7 +29,7 @@ import {
  *
  * The relay gets its tokens from the provider's token endpoint (client credentials, the secret
  * from a file). What is proven:
- *   - login and publish;
+ *   - login and publish, with a token from the endpoint or from --kafka-oauth-token-command;
  *   - 20-second tokens over a stream of ~40 s: refreshed in band, nothing fails, order kept;
  *   - the token endpoint down once the token expired: a clear transient error, nothing failed,
  *     the slot not confirmed past the events, published once the endpoint is back;
@@ -54,7 +56,8 @@ beforeAll(async () => {
     },
   });
   await migrateDb(db);
-  for (const t of ['Login', 'Refresh', 'Down', 'Refused']) await kafka.createTopic(`outbox.event.${t}`, 1);
+  for (const t of ['Login', 'Command', 'Cli', 'Refresh', 'Down', 'Refused'])
+    await kafka.createTopic(`outbox.event.${t}`, 1);
 });
 
 afterEach(async () => {
@@ -189,6 +192,71 @@ describe('SASL/OAUTHBEARER (Kafka validates the tokens against a JWKS)', () => {
     const transient = (await r.metrics.transientErrors.get()).values.reduce((n, v) => n + v.value, 0);
     expect(transient, 're-authentication must not cost a failed send').toBe(0);
     noSecretsLogged();
+  });
+
+  it('--kafka-oauth-token-command: logs in with the token a command prints (JSON with expires_in)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oauth-cmd-'));
+    const now = Math.floor(Date.now() / 1000);
+    const token = provider.sign({
+      sub: 'relay-cmd',
+      aud: provider.audience,
+      iss: provider.issuer,
+      iat: now,
+      exp: now + 300,
+    });
+    writeFileSync(join(dir, 'token.json'), JSON.stringify({ token, expires_in: 300 }));
+    const config = testConfig(
+      db,
+      [
+        '--kafka-sasl-mechanism',
+        'oauthbearer',
+        '--kafka-oauth-token-command',
+        `cat ${join(dir, 'token.json')}`,
+      ],
+      kafka,
+    );
+    const sink = new KafkaSink(config, pino({ level: 'silent' }));
+    relay = new Relay({ config, sink, log: pino({ level: 'silent' }) });
+    await relay.start();
+    const ids = await insertEvents(db.pool, [ev('Command', 'k', 0)]);
+    await waitFor(() => allPublished(ids), { timeoutMs: 60_000, message: 'published' });
+    expect(await seqs('outbox.event.Command')).toEqual([0]);
+    expect(sink.tokens?.fetches, 'the token is reused while it is valid').toBe(1);
+  });
+
+  it('`outbox-relay run` (the CLI, under plain Node): the client secret from KAFKA_OAUTH_CLIENT_SECRET_FILE, published, no secret in its logs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oauth-cli-'));
+    writeFileSync(join(dir, 'secret'), `${SECRET}\n`);
+    const cli = spawnCli(
+      [
+        'run',
+        '--database-url',
+        db.url,
+        '--slot',
+        slotOf(db),
+        ...kafka.relayArgs(),
+        '--kafka-sasl-mechanism',
+        'oauthbearer',
+        '--kafka-oauth-token-url',
+        provider.tokenUrl,
+        '--kafka-oauth-client-id',
+        'relay',
+      ],
+      { KAFKA_OAUTH_CLIENT_SECRET_FILE: join(dir, 'secret'), LOG_LEVEL: 'debug' },
+    );
+    try {
+      const ids = await insertEvents(db.pool, [ev('Cli', 'k', 0)]);
+      await waitFor(() => allPublished(ids), {
+        timeoutMs: 90_000,
+        message: () => `published by the CLI; its logs:\n${cli.logs().slice(-3000)}`,
+      });
+      expect(await seqs('outbox.event.Cli')).toEqual([0]);
+    } finally {
+      cli.kill();
+      await cli.exited;
+    }
+    expect(cli.logs()).not.toContain(SECRET);
+    for (const t of provider.issued) expect(cli.logs()).not.toContain(t.token.split('.')[2]);
   });
 
   it('the token endpoint down when a new token is needed: a clear transient error, nothing advanced, published once it is back', async () => {
