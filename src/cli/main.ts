@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
+import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
@@ -82,7 +83,9 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   await relay.start();
-  if (c.deadLetterTopic && sink instanceof KafkaSink) void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
+  const kafka = sink instanceof SchemaRegistrySink ? sink.inner : sink;
+  if (c.deadLetterTopic && kafka instanceof KafkaSink)
+    void checkDeadLetterTopic(kafka, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
     ? await startHttpServer({

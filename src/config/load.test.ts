@@ -159,6 +159,35 @@ describe('loadConfig', () => {
       },
       /--kafka-oauth-token-url \/ KAFKA_OAUTH_TOKEN_URL: "idp\/token" is not an http\(s\) URL/,
     ],
+    [
+      'a schema registry with nothing to frame',
+      [],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1', SCHEMA_REGISTRY_URL: 'http://sr:8081' },
+      /--schema-registry-url \/ SCHEMA_REGISTRY_URL: frames envelope-protobuf values only.*set --value-format envelope-protobuf/,
+    ],
+    [
+      'a schema registry URL that is not http(s)',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        OUTBOX_VALUE_FORMAT: 'envelope-protobuf',
+        SCHEMA_REGISTRY_URL: 'sr:8081',
+      },
+      /"sr:8081" is not an http\(s\) URL/,
+    ],
+    [
+      'a schema registry password without a user',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        OUTBOX_VALUE_FORMAT_OVERRIDES: 'Order=envelope-protobuf',
+        SCHEMA_REGISTRY_URL: 'https://sr',
+        SCHEMA_REGISTRY_PASSWORD: 'pw',
+      },
+      /--schema-registry-username \/ SCHEMA_REGISTRY_USERNAME: is required with a registry password/,
+    ],
   ];
   for (const [name, argv, env, message] of bad) {
     it(`rejects ${name} with an error naming the field`, () => {

@@ -38,6 +38,11 @@ export interface Config {
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
+  schemaRegistryUrl?: string;
+  schemaRegistryUsername?: string;
+  schemaRegistryPassword?: string;
+  schemaRegistrySubjectStrategy: 'topic-name' | 'record-name';
+  schemaRegistryAutoRegister: boolean;
   batchSize: number;
   batchBytes: number;
   lingerMs: number;
@@ -379,6 +384,7 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
           `${type}=${format}: the format must be one of ${VALUE_FORMATS.join(', ')}`,
         );
     }
+    if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw fail('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw fail('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -409,6 +415,20 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
       throw fail('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
     }
   }
+}
+
+/** --schema-registry-url: an http(s) URL, something to frame, and a password only with a user. */
+function validateSchemaRegistry(c: Config, fail: (key: string, why: string) => Error): void {
+  if (!/^https?:\/\/[^\s/]+/.test(c.schemaRegistryUrl ?? ''))
+    throw fail('schemaRegistryUrl', `${JSON.stringify(c.schemaRegistryUrl)} is not an http(s) URL`);
+  const formats = [c.valueFormat, ...Object.values(c.valueFormatOverrides)];
+  if (!formats.includes('envelope-protobuf'))
+    throw fail(
+      'schemaRegistryUrl',
+      'frames envelope-protobuf values only, and no event has that format: set --value-format envelope-protobuf (or a --value-format-override TYPE=envelope-protobuf), or drop the option',
+    );
+  if (c.schemaRegistryPassword !== undefined && !c.schemaRegistryUsername)
+    throw fail('schemaRegistryUsername', 'is required with a registry password');
 }
 
 /** --kafka-sasl-mechanism oauthbearer: a token endpoint with its client, or a token command; not both. */

@@ -28,6 +28,7 @@ export async function createLogger(opts: LoggerOptions): Promise<Logger> {
         '*.databaseUrl',
         'kafkaSaslPassword',
         'kafkaOauthClientSecret',
+        'schemaRegistryPassword',
       ],
       censor: '***',
     },
