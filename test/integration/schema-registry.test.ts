@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Config } from '../../src/config/load.ts';
-import { LocalRegistry } from '../../src/dev/local-registry.ts';
+import { ensureApicurioApp, java21, LocalRegistry } from '../../src/dev/local-registry.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { SchemaRegistrySink } from '../../src/schema-registry/registry-sink.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
@@ -29,11 +29,12 @@ import {
  * Central, in-memory storage, the Confluent-compatible API), started by the test
  * (src/dev/local-registry.ts), and the run's real Kafka broker.
  *
- * What the relay wrote is decoded independently of its own code: the test parses the Confluent
- * framing itself (magic byte, big-endian schema id, message indexes), fetches the schema by that
- * id from the registry (GET /schemas/ids/{id}), and decodes the rest with `buf convert` — buf's
- * own Protobuf compiler and decoder (Go), given the .proto text the registry returned, not the
- * relay's generated code.
+ * What the relay wrote is decoded independently of its own code, twice: the test parses the
+ * Confluent framing itself (magic byte, big-endian schema id, message indexes), fetches the schema
+ * by that id from the registry (GET /schemas/ids/{id}), and decodes the rest with `buf convert` —
+ * buf's own Protobuf compiler and decoder (Go), given the .proto text the registry returned; and
+ * a single-file Java program (test/support/java/RegistryDecode.java) does the same with
+ * Apicurio's .proto parser and protobuf-java's DynamicMessage.
  *
  * The registry is reached through a TCP pass-through the test can cut: a registry outage.
  */
@@ -234,6 +235,38 @@ async function decodedSeqs(records: ReadRecord[]) {
   return out;
 }
 
+const seqOf = (envelope: Record<string, unknown>) =>
+  (JSON.parse(Buffer.from(envelope.payload as string, 'base64').toString()) as { seq: number }).seq;
+
+/** test/support/java/RegistryDecode.java on each value: schema id, message type, the message as JSON. */
+async function decodeInJava(values: Buffer[]) {
+  const dir = mkdtempSync(join(tmpdir(), 'java-decode-'));
+  const files = values.map((v, i) => {
+    writeFileSync(join(dir, `${i}.bin`), v);
+    return join(dir, `${i}.bin`);
+  });
+  const app = await ensureApicurioApp();
+  const r = spawnSync(
+    java21(),
+    [
+      '-cp',
+      join(app, 'lib', 'main', '*'),
+      join(ROOT, 'test/support/java/RegistryDecode.java'),
+      registry.url,
+      ...files,
+    ],
+    { encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(`RegistryDecode failed: ${r.stderr}`);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [id, type, json] = line.split('\t');
+      return { schemaId: Number(id), type, message: JSON.parse(json!) as Record<string, unknown> };
+    });
+}
+
 async function subjectId(subject: string): Promise<number> {
   return (await api<{ id: number }>(`/subjects/${encodeURIComponent(subject)}/versions/latest`)).id;
 }
@@ -269,6 +302,19 @@ describe('Schema Registry (Apicurio, Confluent-compatible API)', () => {
     expect(invoices.map((d) => [d.seq, d.schemaId])).toEqual([
       [0, invoiceId],
       [1, invoiceId],
+    ]);
+    // A second, Java deserializer: Apicurio's own .proto parser and protobuf-java's DynamicMessage.
+    const records = [
+      ...(await kafka.readAll('outbox.event.Order')),
+      ...(await kafka.readAll('outbox.event.Invoice')),
+    ];
+    const java = await decodeInJava(records.map((r) => r.value!));
+    expect(java.map((j) => [j.schemaId, j.type, j.message.aggregateId, seqOf(j.message)])).toEqual([
+      [orderId, 'outbox.v1.Envelope', 'o1', 0],
+      [orderId, 'outbox.v1.Envelope', 'o1', 1],
+      [orderId, 'outbox.v1.Envelope', 'o1', 2],
+      [invoiceId, 'outbox.v1.Envelope', 'i1', 0],
+      [invoiceId, 'outbox.v1.Envelope', 'i1', 1],
     ]);
   });
 
