@@ -137,6 +137,18 @@ describe('loadConfig', () => {
       /--kafka-oauth-client-secret \/ KAFKA_OAUTH_CLIENT_SECRET: is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE/,
     ],
     [
+      'oauthbearer extension with a bad name',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_COMMAND: 'get-token',
+        KAFKA_OAUTH_EXTENSIONS: 'logical_cluster=lkc-1',
+      },
+      /--kafka-oauth-extension \/ KAFKA_OAUTH_EXTENSIONS: "logical_cluster": an extension name is letters only/,
+    ],
+    [
       'oauthbearer with both a token endpoint and a command',
       [],
       {

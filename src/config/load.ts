@@ -31,6 +31,7 @@ export interface Config {
   kafkaOauthScope?: string;
   kafkaOauthAudience?: string;
   kafkaOauthTokenCommand?: string;
+  kafkaOauthExtensions: Record<string, string>;
   kafkaCompression: 'none' | 'gzip';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
@@ -441,6 +442,16 @@ function validateOAuth(c: Config, fail: (key: string, why: string) => Error): vo
       'kafkaSaslMechanism',
       'oauthbearer needs --kafka-oauth-token-url (with --kafka-oauth-client-id and a client secret) or --kafka-oauth-token-command',
     );
+  for (const [k, v] of Object.entries(c.kafkaOauthExtensions)) {
+    // RFC 7628 §3.1: key = 1*(ALPHA), value = 1*(VCHAR / SP / HTAB / CR / LF); "auth" is the token's.
+    if (!/^[A-Za-z]+$/.test(k) || k === 'auth')
+      throw fail(
+        'kafkaOauthExtensions',
+        `${JSON.stringify(k)}: an extension name is letters only, and not "auth"`,
+      );
+    if (!/^[\x21-\x7e \t\r\n]+$/.test(v))
+      throw fail('kafkaOauthExtensions', `${k}: the value may hold only printable ASCII and spaces`);
+  }
   if (url) {
     if (!/^https?:\/\/[^\s/]+/.test(url))
       throw fail('kafkaOauthTokenUrl', `${JSON.stringify(url)} is not an http(s) URL`);

@@ -248,6 +248,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: ['run'],
   },
   {
+    key: 'kafkaOauthExtensions',
+    flag: 'kafka-oauth-extension',
+    env: 'KAFKA_OAUTH_EXTENSIONS',
+    type: 'map',
+    default: {},
+    group: 'Kafka',
+    doc: 'OAUTHBEARER: a SASL extension sent with the token, KEY=VALUE (repeat the flag, or comma-separate in the environment); Confluent Cloud wants logicalCluster=lkc-… and identityPoolId=pool-….',
+    commands: ['run'],
+  },
+  {
     key: 'kafkaOauthTokenCommand',
     flag: 'kafka-oauth-token-command',
     env: 'KAFKA_OAUTH_TOKEN_COMMAND',

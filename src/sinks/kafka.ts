@@ -38,6 +38,7 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaOauthScope'
   | 'kafkaOauthAudience'
   | 'kafkaOauthTokenCommand'
+  | 'kafkaOauthExtensions'
   | 'kafkaCompression'
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
@@ -59,7 +60,7 @@ function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | unde
   if (tokens)
     return {
       mechanism: 'oauthbearer',
-      authenticationProvider: oauthBearerAuthenticator(tokens),
+      authenticationProvider: oauthBearerAuthenticator(tokens, c.kafkaOauthExtensions),
     } as unknown as SASLOptions;
   return {
     mechanism: c.kafkaSaslMechanism,

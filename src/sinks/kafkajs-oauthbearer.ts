@@ -50,7 +50,14 @@ const serverBytes = {
   parse: async (b: Buffer) => b,
 };
 
-export function oauthBearerAuthenticator(tokens: TokenCache) {
+/** The client's first message (RFC 7628 §3.1): GS2 header, the token, then the SASL extensions. */
+export function initialResponse(token: string, extensions: Record<string, string> = {}): string {
+  let ext = '';
+  for (const [k, v] of Object.entries(extensions)) ext += `${SOH}${k}=${v}`;
+  return `n,,${SOH}auth=Bearer ${token}${ext}${SOH}${SOH}`;
+}
+
+export function oauthBearerAuthenticator(tokens: TokenCache, extensions: Record<string, string> = {}) {
   return ({
     host,
     port,
@@ -63,7 +70,7 @@ export function oauthBearerAuthenticator(tokens: TokenCache) {
     authenticate: async (): Promise<void> => {
       const token = await tokens.token();
       const challenge = await saslAuthenticate({
-        request: bytes(Buffer.from(`n,,${SOH}auth=Bearer ${token}${SOH}${SOH}`)),
+        request: bytes(Buffer.from(initialResponse(token, extensions))),
         response: serverBytes,
       });
       if (!challenge || challenge.length === 0) return;

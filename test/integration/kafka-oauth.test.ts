@@ -88,6 +88,11 @@ function oauthConfig(): Config {
       join(dir, 'secret'),
       '--kafka-oauth-scope',
       'kafka.produce',
+      // Confluent Cloud's extensions; Kafka's validator accepts any.
+      '--kafka-oauth-extension',
+      'logicalCluster=lkc-test',
+      '--kafka-oauth-extension',
+      'identityPoolId=pool-test',
       '--retry-max-ms',
       '1000',
     ],
