@@ -14,6 +14,7 @@ const { values } = parseArgs({
     'ramp-seconds': { type: 'string', default: '8' },
     peer: { type: 'string', default: '' },
     'debezium-poll-ms': { type: 'string', default: '' },
+    compression: { type: 'string', default: 'none,gzip,snappy,lz4,zstd' },
   },
 });
 
@@ -26,6 +27,12 @@ function int(name: keyof typeof values): number {
 
 if (values.peer && values.peer !== 'debezium')
   throw new Error(`--peer must be "debezium" (or absent); got "${values.peer}"`);
+
+const CODECS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'];
+const compression = (values.compression ?? '').split(',').filter(Boolean);
+for (const c of compression)
+  if (!CODECS.includes(c)) throw new Error(`--compression takes ${CODECS.join(',')} (or ''); got "${c}"`);
+if (compression.length > 0 && !compression.includes('none')) compression.unshift('none');
 
 export const args = {
   /** Bulk backlog: rows, in transactions of txnRows rows. */
@@ -49,4 +56,6 @@ export const args = {
   peer: values.peer === 'debezium' ? ('debezium' as const) : null,
   /** Debezium's poll.interval.ms; empty: its default. */
   debeziumPollMs: values['debezium-poll-ms'] ? int('debezium-poll-ms') : null,
+  /** Codecs of the compression section (none always among them, the reference); []: skip it. */
+  compression,
 };

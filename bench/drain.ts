@@ -9,12 +9,15 @@
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
  *      then a short ramp for the highest rate where lag stays bounded;
  *   5. peak RSS relaying one 200,000-row transaction;
- *   6. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
+ *   6. compression: the bulk drain into Kafka per codec (--compression, default every codec;
+ *      '' skips it): drain ÷ pg_recvlogical and ÷ none, relay CPU and stored bytes per event;
+ *   7. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
  *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency.
  * The last line printed is one JSON object with every figure.
  *
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
- *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium]
+ *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
+ *                     --compression none,gzip,snappy,lz4,zstd]
  */
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,19 +30,36 @@ import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
+import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
 import { createLogAppendTopic, measureLive, ramp } from './live.ts';
 import { runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
 import { drainRecvlogical } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
-import { type BulkRound, Report, type TxnRound } from './report.ts';
+import { type BulkRound, type CodecResult, Report, type TxnRound } from './report.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PUBLICATION = 'outbox_pub';
 
 async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+}
+
+/**
+ * A 3-partition topic, once every partition has a leader. Not kafkajs' waitForLeaders: on a busy
+ * machine its first metadata request can come before the broker knows the topic
+ * (UNKNOWN_TOPIC_OR_PARTITION), which it does not retry.
+ */
+async function createTopic(admin: Admin, topic: string): Promise<void> {
+  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: false });
+  for (let i = 0; ; i++) {
+    const md = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => null);
+    const parts = md?.topics[0]?.partitions ?? [];
+    if (parts.length === 3 && parts.every((p) => p.leader >= 0)) return;
+    if (i > 300) throw new Error(`topic ${topic}: no leaders after 30 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
@@ -62,8 +82,9 @@ async function main() {
   const server = await startThrowawayPostgres({ settings: { synchronous_commit: 'on' } });
   const db = new pg.Client({ connectionString: server.url });
   await db.connect();
+  const brokerDir = join(ROOT, '.tmp', `bench-kafka-${process.pid}`);
   const broker = await LocalKafkaCluster.up({
-    dir: join(ROOT, '.tmp', `bench-kafka-${process.pid}`),
+    dir: brokerDir,
     port: 0,
     heapMb: 1024,
     log: (line) => console.log(line),
@@ -93,6 +114,7 @@ async function main() {
       ...rounds.flatMap((r) => [`b_recv_${r}`, `b_stdout_${r}`, `b_kafka_${r}`]),
       'b_kafka_cold',
       'b_kafka_warm',
+      ...rounds.flatMap((r) => a.compression.map((codec) => `c_${codec}_${r}`)),
       ...(a.peer ? ['b_debezium'] : []),
     ]);
     let t0 = performance.now();
@@ -111,8 +133,8 @@ async function main() {
     report.note(
       `single-row backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s (end ${endTxn})`,
     );
-    for (const topic of ['outbox.event.Bulk', 'outbox.event.Txn'])
-      await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+    for (const topic of ['outbox.event.Bulk', 'outbox.event.Txn', ...a.compression.map(compressionTopic)])
+      await createTopic(admin, topic);
 
     // 1. Bulk drains, in rounds: pg_recvlogical, the relay → stdout and the relay → Kafka one after
     // the other, so each round's ratios compare drains minutes apart at most; the figures are the
@@ -121,10 +143,16 @@ async function main() {
     // no produce yet, is reported apart ('broker cold': its JIT compiles the produce path meanwhile,
     // 2 – 2.5 × the broker CPU per event of a warm one); the second was still 20 – 25 % slower
     // than the ones after it.
-    const kafkaDrain = async (slot: string, end: string, topic: string, rows: number): Promise<Drain> => {
+    const kafkaDrain = async (
+      slot: string,
+      end: string,
+      topic: string,
+      rows: number,
+      extra: string[] = [],
+    ): Promise<Drain> => {
       await resetStatus(db);
       const base = await stored(admin, topic);
-      const d = await drainRelay(server.url, ctx, slot, end, kafkaArgs);
+      const d = await drainRelay(server.url, ctx, slot, end, [...kafkaArgs, ...extra]);
       await dropSlot(db, slot);
       const held = (await stored(admin, topic)) - base;
       if (held < rows) throw new Error(`the broker holds ${held} records of ${topic}, expected ${rows}`);
@@ -144,6 +172,24 @@ async function main() {
       bulk.push({ recv, stdout, kafka });
     }
     report.bulk(a.rows, bulk, kafkaCold);
+
+    // Compression: the bulk backlog per codec, codecs interleaved within each round.
+    if (a.compression.length > 0) {
+      const codecs: CodecResult[] = a.compression.map((codec) => ({ codec, drains: [], storedBytes: 0 }));
+      for (const r of rounds)
+        for (const c of codecs)
+          c.drains.push(
+            await kafkaDrain(
+              `c_${c.codec}_${r}`,
+              endBulk,
+              compressionTopic(c.codec),
+              a.rows,
+              compressionArgs(c.codec),
+            ),
+          );
+      for (const c of codecs) c.storedBytes = storedBytes(brokerDir, compressionTopic(c.codec));
+      report.compression(a.rows, codecs);
+    }
 
     // 2. Single-row transactions, in rounds as well.
     if (a.txnBacklog > 0) {

@@ -27,6 +27,11 @@ function pgSplit(pg: PgCpu, events: number): string {
 type RecvDrain = { seconds: number; pg: PgCpu };
 export type BulkRound = { recv: RecvDrain; stdout: Drain; kafka: Drain };
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
+/** A codec's drains (one per round) and the bytes its topic holds after all of them. */
+export type CodecResult = { codec: string; drains: Drain[]; storedBytes: number };
+
+const medianCpu = (drains: Drain[]) =>
+  [...drains.map((d) => d.cpuSeconds)].sort((a, b) => a - b)[Math.floor(drains.length / 2)]!;
 
 /** The drain of median duration (the upper one of an even count). */
 function medianDrain<D extends { seconds: number }>(drains: D[]): D {
@@ -160,6 +165,68 @@ export class Report {
         stdout: Math.round(rows / r.stdout.seconds),
         kafka: Math.round(rows / r.kafka.seconds),
       })),
+    });
+  }
+
+  /**
+   * The compression section: per codec, the median round's bulk drain (÷ pg_recvlogical's of the
+   * bulk section, ÷ none's of this one), relay CPU per event (and over none's), bytes per event
+   * of the record batches the broker stored.
+   */
+  compression(rows: number, codecs: CodecResult[]): void {
+    const none = codecs.find((c) => c.codec === 'none')!;
+    const noneDrain = medianDrain(none.drains);
+    const noneCpu = us(medianCpu(none.drains), rows);
+    console.log(
+      `\n## Compression: bulk backlog (${fmtInt(rows)} rows) into Kafka per codec, median of ${none.drains.length} rounds`,
+    );
+    const out: Record<string, object> = {};
+    const rowsOut = codecs.map((c) => {
+      const d = medianDrain(c.drains);
+      const rate = rows / d.seconds;
+      const cpu = us(medianCpu(c.drains), rows);
+      const bytes = c.storedBytes / (rows * c.drains.length);
+      out[c.codec] = {
+        events_per_s: Math.round(rate),
+        vs_recvlogical_bulk: ratio(rate / this.#recvBulkRate),
+        vs_none_bulk: ratio(noneDrain.seconds / d.seconds),
+        relay_cpu_us_per_event: round(cpu),
+        relay_cpu_us_over_none: round(cpu - noneCpu),
+        bytes_per_event: round(bytes),
+        rounds: c.drains.map((x) => Math.round(rows / x.seconds)),
+      };
+      return [
+        c.codec,
+        fmtInt(rate),
+        `${((rate / this.#recvBulkRate) * 100).toFixed(0)} %`,
+        `${((noneDrain.seconds / d.seconds) * 100).toFixed(0)} %`,
+        `${cpu.toFixed(1)} µs`,
+        c.codec === 'none' ? '—' : `${cpu - noneCpu >= 0 ? '+' : ''}${(cpu - noneCpu).toFixed(1)} µs`,
+        `${bytes.toFixed(1)} B`,
+      ];
+    });
+    table(
+      [
+        'codec',
+        'events/s',
+        'vs pg_recvlogical',
+        'vs none',
+        'relay CPU/event',
+        'over none',
+        'bytes/event stored',
+      ],
+      rowsOut,
+    );
+    console.log(
+      '\nBytes per event: the record batches as the broker stored them (the topic keeps the producer’s codec), i.e. as sent less the Produce framing. The bench payloads (digits padded with "x") compress far better than real events: read the bytes as an upper bound of what a codec saves.',
+    );
+    const get = (codec: string) => out[codec] as Record<string, number> | undefined;
+    Object.assign(this.#json, {
+      compression: out,
+      ...(get('zstd')
+        ? { zstd_vs_none_bulk: get('zstd')!.vs_none_bulk, zstd_bytes_per_event: get('zstd')!.bytes_per_event }
+        : {}),
+      ...(get('lz4') ? { lz4_vs_none_bulk: get('lz4')!.vs_none_bulk } : {}),
     });
   }
 

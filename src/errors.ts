@@ -23,6 +23,7 @@ export const ErrorCode = {
   INSUFFICIENT_PRIVILEGE: 'INSUFFICIENT_PRIVILEGE',
   RELAY_STATE_MISSING: 'RELAY_STATE_MISSING',
   POISON_POSITION: 'POISON_POSITION',
+  KAFKA_TOPICS_NOT_READY: 'KAFKA_TOPICS_NOT_READY',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -56,6 +57,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'The same stream error recurs at one WAL position: retrying cannot help. See docs/operations.md#poison-position for how to skip the transaction (pg_replication_slot_advance) and replay its rows, and what is lost if you do.',
   RELAY_STATE_MISSING:
     'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state and progress tables.',
+  KAFKA_TOPICS_NOT_READY:
+    'Create the named topics with enough partitions (kafka-topics.sh --create / --alter --partitions, or run with --kafka-topics create), or lower --kafka-topic-partitions; `outbox-relay check` lists them (docs/kafka.md#topics).',
 };
 
 export interface RelayErrorOptions {
@@ -86,6 +89,21 @@ export class RelayError extends Error {
     const fix = this.fix ?? remediation[this.code];
     return fix ? `${this.message}\n  fix: ${fix}` : this.message;
   }
+}
+
+/**
+ * How an error bears on the event or statement that met it, whatever the dependency (the Kafka
+ * table sinks/kafka-errors.ts, the PostgreSQL table store/pg-errors.ts, the router's row checks):
+ * permanent = retrying the same thing cannot succeed until someone changes it; transient = wait
+ * and retry, never confirm past it.
+ */
+export type ErrorClass = 'permanent' | 'transient';
+
+export interface Classified {
+  class: ErrorClass;
+  /** A stable name of the cause (a Kafka error type, a route check, a SQLSTATE's name). */
+  reason: string;
+  message: string;
 }
 
 export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {

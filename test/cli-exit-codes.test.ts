@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../src/cli/exit-codes.ts';
 import { COMMAND_SUMMARY } from '../src/config/help.ts';
-import { type Command, optionsFor, SUBCOMMANDS } from '../src/config/options.ts';
+import { type Command, flagSpellings, optionsFor, SUBCOMMANDS } from '../src/config/options.ts';
 import { useTestDatabase } from './support/postgres.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -67,7 +67,7 @@ describe('exit codes, over every command', () => {
     const r = cli([...cmd, '--no-such-flag']);
     expect(r.code, r.err).toBe(EXIT.USAGE);
     expect(r.err).toMatch(
-      cmd[0] === 'completion' ? /bash or zsh, and nothing else/ : /Unknown option '--no-such-flag'/,
+      cmd[0] === 'completion' ? /bash, zsh or fish, and nothing else/ : /Unknown option '--no-such-flag'/,
     );
     const hints = r.err.match(/see `outbox-relay [^`]*--help`/g) ?? [];
     expect(hints).toEqual([`see \`outbox-relay ${helpOf(cmd)} --help\``]);
@@ -97,7 +97,7 @@ describe('exit codes, over every command', () => {
       ['slot'],
       ['config'],
       ['config', 'show'],
-      ['completion', 'fish'],
+      ['completion', 'tcsh'],
     ]) {
       const r = cli(args);
       expect(r.code, args.join(' ')).toBe(EXIT.USAGE);
@@ -142,7 +142,7 @@ describe('help', () => {
       const flags = new Set([...page.matchAll(/^ {2}--([a-z-]+)/gm)].map((m) => m[1]));
       expect([...flags].sort(), sub).toEqual(
         optionsFor('events', sub)
-          .map((o) => o.flag)
+          .flatMap((o) => (o.secret ? [o.flag, `${o.flag}-file`] : [o.flag]))
           .sort(),
       );
     }
@@ -153,12 +153,126 @@ describe('help', () => {
     expect(overview.out).toContain('outbox-relay events discard --help');
   });
 
+  it.each(NAMED.filter(([, c]) => c[0] !== 'completion' && c[0] !== 'config'))(
+    '%s --help lists every flag the command accepts, and no removed one',
+    (_name, cmd) => {
+      const page = cli([...cmd, '--help']).out;
+      const shown = new Set(
+        [...page.matchAll(/^ {2}--([a-z-]+)(?: \/ --(no-[a-z-]+))?/gm)].flatMap((m) =>
+          m[2] ? [m[1]!, m[2]] : [m[1]!],
+        ),
+      );
+      const accepted = optionsFor(cmd[0] as Command, cmd[1])
+        .filter((o) => !o.hidden)
+        .flatMap(flagSpellings);
+      // demo's page is short: its own, routing and general options (the rest is run's page).
+      const expected = cmd[0] === 'demo' ? accepted.filter((f) => shown.has(f)) : accepted;
+      expect([...shown].sort()).toEqual([...new Set(expected)].sort());
+      expect(page).not.toContain('mark-published');
+    },
+  );
+
+  it('run --help shows the *-file secret flags; --mark-published is gone from it but still explains itself', () => {
+    const page = cli(['run', '--help']).out;
+    for (const f of [
+      '--database-url-file PATH',
+      '--kafka-sasl-password-file PATH',
+      '--console-token-file PATH',
+    ]) {
+      expect(page).toContain(f);
+    }
+    expect(page).toContain('[env KAFKA_SASL_PASSWORD_FILE]');
+    const used = cli(['run', '--no-mark-published', '--kafka-brokers', 'k:1'], {
+      DATABASE_URL: 'postgres://relay@db/app',
+    });
+    expect(used.code).toBe(EXIT.CONFIG);
+    expect(used.err).toMatch(/--mark-published .*was removed: .*drop the option/);
+    expect(cli(['config', 'print']).out).not.toMatch(/markPublished/);
+  });
+
+  it('demo --help is short: the demo’s own options, and where the rest are', () => {
+    const r = cli(['demo', '--help']);
+    expect(r.code).toBe(EXIT.OK);
+    expect(r.out.split('\n').length).toBeLessThan(40);
+    expect(r.out).toContain('--events N');
+    expect(r.out).toContain('--follow');
+    expect(r.out).not.toContain('--batch-size');
+    expect(r.out).toContain('outbox-relay run --help');
+  });
+
   it('the top-level help lists config and completion and the exit codes', () => {
     const r = cli(['--help']);
     expect(r.code).toBe(EXIT.OK);
     expect(r.out).toMatch(/config\s+print\|check/);
-    expect(r.out).toMatch(/completion bash\|zsh/);
+    expect(r.out).toMatch(/completion bash\|zsh\|fish/);
     expect(r.out).toMatch(/64 usage.*\n?.*78 configuration/s);
+  });
+});
+
+describe('the command line is checked before anything connects', () => {
+  // A database that is down: nothing listens on port 1.
+  const down = { DATABASE_URL: 'postgres://relay@127.0.0.1:1/app' };
+
+  it.each([
+    ['events show without an id', ['events', 'show'], /events show takes exactly one event id/],
+    ['--since yesterday', ['events', 'list', '--since', 'yesterday'], /"yesterday" is not a time/],
+    ['--status zombie', ['events', 'list', '--status', 'zombie'], /unknown status "zombie"/],
+    [
+      '--status published for resend',
+      ['events', 'resend', '--filter', '--status', 'published'],
+      /not allowed here/,
+    ],
+    ['resend with neither ids nor --filter', ['events', 'resend'], /give event ids, or --filter/],
+    ['an id that is not a number', ['events', 'discard', 'abc'], /"abc" is not an event id/],
+    ['replay without --since', ['replay'], /replay needs --since/],
+    ['replay --until before --since', ['replay', '--since', '1h', '--until', '2h'], /must be before --until/],
+    ['slot drop with an argument', ['slot', 'drop', 'other'], /slot drop takes no arguments/],
+    ['status with an argument', ['status', 'now'], /status takes no arguments, got now/],
+    ['run with a stray word', ['run', 'stdout'], /run takes no arguments, got stdout/],
+    ['migrate with a stray word', ['migrate', 'up'], /migrate takes no arguments, got up/],
+  ])('%s: exit 64 with the database down', (_name, args, message) => {
+    const r = cli(args, down);
+    expect(r.code, r.err).toBe(EXIT.USAGE);
+    expect(r.err).toMatch(message);
+    expect(r.err).not.toMatch(/ECONNREFUSED|DATABASE_UNAVAILABLE/);
+  });
+
+  it.each([['status'], ['check'], ['migrate'], ['events', 'list'], ['replay', '--since', '1h', '--dry-run']])(
+    '%s on an unreachable database: exit 69, saying what to check (it does not retry)',
+    (...args) => {
+      const r = cli(args, down);
+      expect(r.code, r.err).toBe(EXIT.UNAVAILABLE);
+      expect(r.err).toMatch(/\[DATABASE_UNAVAILABLE\] database unavailable: connect ECONNREFUSED/);
+      expect(r.err).toMatch(/fix: this command does not retry/);
+      expect(r.err).toMatch(/--database-url \/ DATABASE_URL/);
+      expect(r.err).toMatch(/pg_hba\.conf/);
+      expect(r.err).not.toMatch(/retries by itself/);
+    },
+  );
+
+  it('--kafka-brokers "not a host" is a bad command line (64); from the environment, configuration (78)', () => {
+    const flag = cli(['run', '--kafka-brokers', 'not a host'], down);
+    expect(flag.code, flag.err).toBe(EXIT.USAGE);
+    expect(flag.err).toMatch(/--kafka-brokers \(flag\): "not a host" is not host:port/);
+    expect(flag.err).toContain('see `outbox-relay run --help`');
+    const env = cli(['run'], { ...down, KAFKA_BROKERS: 'not a host' });
+    expect(env.code, env.err).toBe(EXIT.CONFIG);
+    expect(env.err).toMatch(/--kafka-brokers \/ KAFKA_BROKERS: "not a host" is not host:port/);
+    // Other values that are wrong on their own, as flags: 64.
+    expect(cli(['status', '--slot', 'Not-A-Slot'], down).code).toBe(EXIT.USAGE);
+    expect(cli(['status', '--database-url', 'mysql://db/app']).code).toBe(EXIT.USAGE);
+  });
+
+  it('a misspelled flag gets a suggestion; a flag of another command says which takes it', () => {
+    const typo = cli(['run', '--kafka-broker', 'k:1'], down);
+    expect(typo.code).toBe(EXIT.USAGE);
+    expect(typo.err).toMatch(/Unknown option '--kafka-broker' \(did you mean --kafka-brokers\?\)/);
+    expect(cli(['events', 'list', '--stauts', 'dead'], down).err).toMatch(/did you mean --status\?/);
+    const other = cli(['status', '--kafka-brokers', 'k:1'], down);
+    expect(other.code).toBe(EXIT.USAGE);
+    expect(other.err).toMatch(/Unknown option '--kafka-brokers' \(not an option of status; run takes it\)/);
+    // Nothing near: no guess.
+    expect(cli(['run', '--frobnicate'], down).err).not.toMatch(/did you mean/);
   });
 });
 
@@ -200,18 +314,16 @@ describe('config print / config check', () => {
     const ok = cli(['config', 'check', '--config', file]);
     expect(ok.code, ok.err).toBe(EXIT.OK);
     expect(cli(['config', 'check', 'migrate', '--config', file]).code).toBe(EXIT.OK);
-    const bad = cli([
-      'config',
-      'check',
-      '--config',
-      file,
-      '--kafka-sasl-mechanism',
-      'none',
-      '--kafka-brokers',
-      'nope',
-    ]);
+    // A bad value from the config file is configuration (78); the same value as a flag is a bad
+    // command line (64), as everywhere.
+    const badFile = join(dir, 'bad-brokers.yaml');
+    writeFileSync(badFile, 'databaseUrl: postgres://relay@db/app\nkafkaBrokers: [nope]\n');
+    const bad = cli(['config', 'check', '--config', badFile]);
     expect(bad.code).toBe(EXIT.CONFIG);
     expect(bad.err).toMatch(/--kafka-brokers .*"nope" is not host:port/);
+    const badFlag = cli(['config', 'check', '--config', file, '--kafka-brokers', 'nope']);
+    expect(badFlag.code).toBe(EXIT.USAGE);
+    expect(badFlag.err).toMatch(/--kafka-brokers \(flag\): "nope" is not host:port/);
     const typo = join(dir, 'typo.json');
     writeFileSync(typo, JSON.stringify({ databaseUrl: 'postgres://db/app', kafkaBroker: 'k:1' }));
     const t = cli(['config', 'check', 'status', '--config', typo]);
@@ -250,6 +362,29 @@ describe('completion', () => {
     expect(bashComplete(['outbox-relay', 'run', '--kafka-s'])).toEqual(
       expect.arrayContaining(['--kafka-ssl', '--kafka-sasl-password-file']),
     );
+  });
+
+  it('removed options are not completed', () => {
+    expect(bashComplete(['outbox-relay', 'run', '--mark'])).toEqual([]);
+  });
+
+  it('fish gets complete lines for commands, subcommands, each subcommand’s flags and enum values', () => {
+    const r = cli(['completion', 'fish']);
+    expect(r.code, r.err).toBe(EXIT.OK);
+    expect(r.out).toContain('function __outbox_relay_key');
+    expect(r.out).toMatch(/^complete -c outbox-relay -n __fish_use_subcommand -a events -d /m);
+    expect(r.out).toContain(
+      `complete -c outbox-relay -n 'test (__outbox_relay_key) = "events "' -a 'list count show resend discard'`,
+    );
+    const discard = r.out.split('\n').filter((l) => l.includes('= "events discard"'));
+    expect(discard.join('\n')).toMatch(/-l dry-run\b/);
+    expect(discard.join('\n')).not.toMatch(/-l limit\b/);
+    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka stdout'/);
+    expect(r.out).toMatch(/= "run"' -l kafka-sasl-password-file -r -F/);
+    expect(r.out).not.toContain('mark-published');
+    const fish = spawnSync('fish', ['--no-execute', '-c', r.out], { encoding: 'utf8' });
+    // Where fish is installed, the script must parse.
+    if (!fish.error) expect(fish.status, fish.stderr).toBe(0);
   });
 
   it('zsh gets a #compdef script naming the same commands and flags', () => {

@@ -13,6 +13,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { OPTIONS } from '../src/config/options.ts';
+import { DEFAULT_KAFKA_VERSION } from '../src/dev/local-kafka.ts';
 import { collectProcessMetrics } from '../src/observability/http-server.ts';
 import { RelayMetrics } from '../src/observability/metrics.ts';
 
@@ -313,6 +314,7 @@ interface ComposeService {
   build?: { context: string; dockerfile: string };
   depends_on?: Record<string, { condition: string }>;
   volumes?: string[];
+  environment?: Record<string, string>;
 }
 
 /** Merge keys (`<<: *anchor`) on, as Docker Compose reads them. */
@@ -341,7 +343,10 @@ describe('deploy/ YAML', () => {
     expect(Object.keys(s).sort()).toEqual(['grafana', 'kafka', 'migrate', 'postgres', 'prometheus', 'relay']);
     expect(s.postgres?.image).toMatch(/^postgres:17/);
     expect(s.postgres?.command?.join(' ')).toContain('wal_level=logical');
-    expect(s.kafka?.image).toMatch(/^apache\/kafka:/);
+    // The version the suite runs by default, and the console on (docs/console.md).
+    expect(s.kafka?.image).toBe(`apache/kafka:${DEFAULT_KAFKA_VERSION}`);
+    expect(s.relay?.environment?.OUTBOX_CONSOLE).toBe('true');
+    expect(String(s.relay?.environment?.OUTBOX_CONSOLE_TOKEN ?? '').length).toBeGreaterThanOrEqual(16);
     expect(s.migrate?.command).toEqual(['migrate']);
     expect(s.relay?.depends_on?.migrate?.condition).toBe('service_completed_successfully');
     const build = s.migrate!.build!;

@@ -204,6 +204,7 @@ describe('npm pack → npm install -g', () => {
       'package-lock.json',
       'tsconfig.json',
       'tsconfig.build.json',
+      'LICENSE',
       'src',
       ...PKG.files,
     ]) {
@@ -226,11 +227,20 @@ describe('npm pack → npm install -g', () => {
       'proto/outbox/v1/envelope.proto',
       'docs/configuration.md',
       'docs/operator-cli.md',
+      'docs/upgrading.md',
       'README.md',
+      'CHANGELOG.md',
     ]) {
       expect(files, f).toContain(f);
     }
     expect(files.filter((f) => /\.test\.|^test\/|^src\//.test(f))).toEqual([]);
+    // The licence package.json names; no source maps (they point at src/, which is not shipped)
+    // and no images (the docs' screenshots are for the repository's pages).
+    expect(files).toContain('LICENSE');
+    expect(readFileSync(join(src, 'LICENSE'), 'utf8')).toMatch(/Apache License\s+Version 2\.0/);
+    // (The console's favicon.svg is served by the relay: it stays.)
+    expect(files.filter((f) => /\.map$|\.(png|jpe?g|gif|webp)$/i.test(f))).toEqual([]);
+    expect(files).toContain('dist/console/assets/favicon.svg');
     sh(
       `npm install -g --no-audit --no-fund --prefix ${JSON.stringify(prefix)} ./${packed[0]!.filename}`,
       work,

@@ -1,6 +1,6 @@
 /**
- * Rough edges a new user hit: kafkajs warnings on every start, and the envelope's occurred_at
- * cut to milliseconds.
+ * Rough edges a new user hit: kafkajs warnings on every start, kafkajs `error` lines for refusals
+ * the relay had recorded as event failures, and the envelope's occurred_at cut to milliseconds.
  */
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -74,6 +74,74 @@ describe('dead-letter topic', () => {
     const present = run('dlq.present');
     await present.waitForLog(/dead-letter topic checked/);
     expect(present.logs()).not.toMatch(/is not usable/);
+  });
+});
+
+describe('log levels', () => {
+  const db = useTestDatabase();
+  let kafka: KafkaHarness;
+  let relay: RelayProcess | undefined;
+  afterAll(async () => {
+    relay?.kill('SIGTERM');
+    await relay?.exited;
+    await kafka?.stop();
+  });
+
+  it('a refused event (missing topic on a real broker) is one warn line per event, and no line is error', async () => {
+    kafka = await startKafka();
+    await migrateDb(db);
+    relay = spawnCli([
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--no-http',
+      ...kafka.relayArgs(),
+      // No retry within the test: each event fails once.
+      '--failure-backoff-ms',
+      '600000',
+    ]);
+    await relay.waitForLog(/streaming from the slot/);
+    // Topic outbox.event.Missing does not exist, and the test broker does not create topics.
+    await db.query(
+      `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+       SELECT 'Missing', 'm-' || i, 'Refused', convert_to('{}', 'UTF8') FROM generate_series(1, 3) i`,
+    );
+    const events = await db.query<{ event_id: string }>('SELECT event_id FROM outbox ORDER BY id');
+    const lines = () =>
+      relay!
+        .logs()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const failed = () => lines().filter((l) => l.msg !== undefined && /^event failed/.test(String(l.msg)));
+    await waitFor(() => failed().length >= events.length, {
+      timeoutMs: 30_000,
+      message: () => `no 'event failed' line per event:\n${relay!.logs()}`,
+    });
+    // A moment for any late kafkajs line about the same refusal.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(
+      lines().filter((l) => (l.level as number) >= 50),
+      relay.logs(),
+    ).toEqual([]);
+    const f = failed();
+    expect(f.map((l) => l.event_id).sort()).toEqual(events.map((e) => e.event_id).sort());
+    for (const l of f) {
+      expect(l).toMatchObject({
+        level: 40,
+        topic: kafka.topic('outbox.event.Missing'),
+        error_class: 'permanent',
+        reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+      });
+    }
+    // kafkajs' own lines about the refusal are debug: the relay's warn per event says it. (Others
+    // may be warn, e.g. the broker's coordinator still loading right after it started.)
+    const refusal = /does not host this topic-partition/;
+    const kafkajs = lines().filter((l) => l.component === 'kafkajs');
+    expect(kafkajs.some((l) => refusal.test(`${l.msg} ${l.error ?? ''}`))).toBe(false); // not at info+
+    expect(kafkajs.filter((l) => (l.level as number) >= 50)).toEqual([]);
   });
 });
 

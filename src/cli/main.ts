@@ -12,16 +12,17 @@ import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts'
 import { stuckAfterFor } from '../observability/health.ts';
 import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { runOpsCommand } from '../ops/cli.ts';
+import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
+import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
-import { completionScript } from './completion.ts';
+import { completionScript, SHELLS, type Shell } from './completion.ts';
 import { EXIT, exitCodeFor } from './exit-codes.ts';
 
 /** From package.json, so `--version` is the installed package's version. */
@@ -54,6 +55,36 @@ async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger)
   } else if (verdict === 'ok') log.info({ topic }, 'dead-letter topic checked');
 }
 
+/**
+ * `check` with brokers: the configured topics (--topic-override, --kafka-topic-override) that are
+ * missing or have fewer partitions than --kafka-topic-partitions. With --kafka-topics verify a
+ * problem fails the check (exit 78), as it would fail `run`; with create, missing topics are
+ * what run creates; with off, a warning.
+ */
+async function checkTopics(c: Config, log: Logger): Promise<void> {
+  // The sink only for its admin client: `check` has no producer options (compression, timeouts).
+  const sink = new KafkaSink({ ...c, kafkaCompression: 'none', kafkaRequestTimeoutMs: 30_000 }, log);
+  const reports = await sink.topicReport();
+  const problems = reports.filter((r) => r.problem);
+  if (c.kafkaTopics === 'verify' && problems.length > 0)
+    throw new RelayError(
+      ErrorCode.KAFKA_TOPICS_NOT_READY,
+      `--kafka-topics verify: ${describeTopics(problems)}`,
+      {
+        details: { topics: problems },
+      },
+    );
+  for (const r of reports) {
+    if (!r.problem) log.info({ topic: r.topic, partitions: r.partitions }, 'topic checked');
+    else if (r.problem === 'missing' && c.kafkaTopics === 'create')
+      log.info(
+        { topic: r.topic, aggregateType: r.aggregateType },
+        'topic missing: run creates it (--kafka-topics create)',
+      );
+    else log.warn({ topic: r }, describeTopics([r]));
+  }
+}
+
 /** Runs the relay until SIGTERM/SIGINT (drain, exit 0) or a second signal (exit at once). */
 export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)): Promise<number> {
   log.info(
@@ -83,8 +114,9 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   await relay.start();
+  // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
   const kafka = sink instanceof SchemaRegistrySink ? sink.inner : sink;
-  if (c.deadLetterTopic && kafka instanceof KafkaSink)
+  if (c.deadLetterTopic && kafka instanceof KafkaSink && c.kafkaTopics !== 'create')
     void checkDeadLetterTopic(kafka, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
@@ -95,6 +127,7 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
         slot: c.slot,
         log,
         stuckAfterMs: stuckAfterFor(c.kafkaRequestTimeoutMs),
+        health: { config: c },
         console: c.console ? { config: c } : undefined,
       }).catch(async (e) => {
         await relay.stop();
@@ -145,6 +178,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'check': {
       await withClient(c, (client) => checkDatabase(client, c));
+      if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
       log.info({ database: redactUrl(c.databaseUrl) }, 'preflight passed');
       return EXIT.OK;
     }
@@ -229,25 +263,34 @@ function configCommand(argv: string[]): number {
   return EXIT.OK;
 }
 
-/** `outbox-relay completion bash|zsh` */
+/** `outbox-relay completion bash|zsh|fish` */
 function completionCommand(argv: string[]): number {
   const [shell] = argv;
   if (shell === '--help' || shell === '-h') {
     process.stdout.write(COMPLETION_HELP);
     return EXIT.OK;
   }
-  if ((shell !== 'bash' && shell !== 'zsh') || argv.length > 1) {
+  if (!SHELLS.includes(shell as Shell) || argv.length > 1) {
     throw new UsageError(
-      `completion: name the shell, bash or zsh, and nothing else${shell ? ` (got ${argv.map((a) => JSON.stringify(a)).join(' ')})` : ''}`,
+      `completion: name the shell, bash, zsh or fish, and nothing else${shell ? ` (got ${argv.map((a) => JSON.stringify(a)).join(' ')})` : ''}`,
       'completion',
     );
   }
-  process.stdout.write(completionScript(shell));
+  process.stdout.write(completionScript(shell as Shell));
   return EXIT.OK;
 }
 
+/** Commands that run once and end: they do not retry, unlike `run` (and the demo's own database). */
+const ONE_SHOT: ReadonlySet<string> = new Set(['migrate', 'check', ...OPS_COMMANDS]);
+
+/** What to check when a one-shot command cannot reach the database (errors.ts's text is run's). */
+const ONE_SHOT_DATABASE_FIX =
+  'this command does not retry. Check the URL (--database-url / DATABASE_URL: host, port, database), ' +
+  'that PostgreSQL is up and accepts connections there (`pg_isready -h HOST -p PORT`), that ' +
+  'pg_hba.conf admits this host, role and database, and that no firewall, security group or network policy blocks the port; then run the command again.';
+
 /** Prints what went wrong, once, with one hint where to read more; returns the exit code. */
-function report(e: unknown): number {
+function report(e: unknown, command: string | undefined): number {
   if (e instanceof UsageError) {
     const help = e.help ? `outbox-relay ${e.help} --help` : 'outbox-relay --help';
     process.stderr.write(`outbox-relay: ${e.message}\n  usage: see \`${help}\`\n`);
@@ -257,7 +300,10 @@ function report(e: unknown): number {
     process.stderr.write(`outbox-relay: ${e.explanation}\n`);
     return EXIT.CONFIG;
   }
-  const re: RelayError = isRelayError(e) ? e : toRelayError(e);
+  let re: RelayError = isRelayError(e) ? e : toRelayError(e);
+  if (re.code === ErrorCode.DATABASE_UNAVAILABLE && command !== undefined && ONE_SHOT.has(command)) {
+    re = new RelayError(re.code, re.message, { cause: re.cause, fix: ONE_SHOT_DATABASE_FIX });
+  }
   process.stderr.write(`outbox-relay: [${re.code}] ${re.explanation}\n`);
   if (re.code === 'PROTOCOL_VIOLATION' && e instanceof Error && e.stack) process.stderr.write(`${e.stack}\n`);
   return exitCodeFor(re);
@@ -268,7 +314,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (e) => {
-    process.exitCode = report(e);
+    process.exitCode = report(e, process.argv[2]);
     if (!isRelayError(e) && !(e instanceof Error)) process.stderr.write(`${errorMessage(e)}\n`);
   },
 );

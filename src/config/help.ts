@@ -4,7 +4,7 @@ export const USAGE = `outbox-relay — relay transactional-outbox rows from a Po
 confirming the slot only after the broker acknowledged.
 
 Usage:
-  outbox-relay run      [options]   stream the outbox to the sink (Kafka or stdout)
+  outbox-relay run      [options]   stream the outbox to the sink (Kafka, NATS JetStream, RabbitMQ or stdout)
   outbox-relay migrate  [options]   create/upgrade the outbox table and its publication (idempotent)
   outbox-relay check    [options]   preflight only: is the database ready for the relay? (exit 0 = yes)
   outbox-relay demo     [options]   throwaway PostgreSQL + relay + sample events, printed as NDJSON
@@ -13,7 +13,7 @@ Usage:
   outbox-relay replay   --since … [options]   re-insert copies of past events so they are published again
   outbox-relay slot     drop [--yes]   drop the replication slot (refused while a relay streams from it)
   outbox-relay config   print|check [COMMAND] [options]   the resolved configuration (secrets masked) / validate it
-  outbox-relay completion bash|zsh   shell completion script (e.g. source <(outbox-relay completion bash))
+  outbox-relay completion bash|zsh|fish   shell completion script (e.g. source <(outbox-relay completion bash))
   outbox-relay <command> [subcommand] --help   options of a command, with defaults and environment variables
   outbox-relay --version
 
@@ -30,7 +30,7 @@ export const COMMAND_SUMMARY: Record<Command, string> = {
   check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
   demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
   status:
-    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Exit 0 healthy; 69 when the slot is missing, inactive or lost, the publication check fails, or events are dead.',
+    'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Then the verdict (the one /readyz, the console and outbox_health show), each problem with what to do and its topics. Exit 0 healthy or degraded (failed events, events waiting, retained WAL over --slot-critical-bytes); 69 unhealthy: the slot is missing, inactive, lost or about to be, the publication check fails, events are dead, or the relay is not relaying.',
   events: `Find and fix events of the failure lifecycle (docs/operator-cli.md). Subcommands, each with its own --help:
   events list    [filters] [--after-id N] [--limit N]   in id order; page with --after-id
   events count   [filters] [--after-id N]               per status
@@ -88,11 +88,12 @@ check: load and validate it as COMMAND would; exit 0 when valid, 78 (with the op
 Every command reads the same config file: keys of other commands are accepted and ignored.
 `;
 
-export const COMPLETION_HELP = `outbox-relay completion bash|zsh
+export const COMPLETION_HELP = `outbox-relay completion bash|zsh|fish
 
 Print a completion script for the shell. Commands, subcommands and each command's flags complete.
   bash:  source <(outbox-relay completion bash)      (or save it in /etc/bash_completion.d/)
   zsh:   source <(outbox-relay completion zsh)       (after compinit; or save it as _outbox-relay on $fpath)
+  fish:  outbox-relay completion fish | source       (or save it as ~/.config/fish/completions/outbox-relay.fish)
 `;
 
 function defaultText(s: OptionSpec): string {
@@ -105,15 +106,33 @@ function defaultText(s: OptionSpec): string {
 function flagText(s: OptionSpec): string {
   if (s.type === 'bool') return s.negatable ? `--${s.flag} / --no-${s.flag}` : `--${s.flag}`;
   const metavar =
-    s.type === 'enum' ? s.values!.join('|') : s.type === 'int' ? 'N' : s.type === 'map' ? 'K=V' : 'VALUE';
+    s.type === 'enum'
+      ? s.values!.join('|')
+      : s.type === 'int'
+        ? 'N'
+        : s.type === 'map'
+          ? 'K=V'
+          : s.key === 'config' || s.flag.endsWith('-file')
+            ? 'PATH'
+            : 'VALUE';
   return `--${s.flag} ${metavar}`;
 }
 
-/** Option reference for one command (or subcommand), grouped, from the schema. */
-export function optionsHelp(command: Command, sub?: string): string {
+/** A secret's other spelling: its value read from a file (kept out of `ps` and shell history). */
+function fileFlagText(s: OptionSpec): string {
+  return `--${s.flag}-file PATH`;
+}
+
+function fileDoc(s: OptionSpec): string {
+  return `Read --${s.flag} from this file (surrounding whitespace trimmed), e.g. a mounted secret.${s.env ? ` [env ${s.env}_FILE]` : ''}`;
+}
+
+/** Option reference for one command (or subcommand), grouped, from the schema; only `groups` when given. */
+export function optionsHelp(command: Command, sub?: string, groups?: readonly string[]): string {
   const lines: string[] = [];
   let group = '';
   for (const s of optionsFor(command, sub)) {
+    if (s.hidden || (groups && !groups.includes(s.group))) continue;
     if (s.group !== group) {
       group = s.group;
       lines.push('', `${group}:`);
@@ -121,6 +140,7 @@ export function optionsHelp(command: Command, sub?: string): string {
     const def = defaultText(s);
     const meta = [s.env ? `env ${s.env}` : '', def ? `default ${def}` : ''].filter(Boolean).join('; ');
     lines.push(`  ${flagText(s)}`, `      ${s.doc}${meta ? ` [${meta}]` : ''}`);
+    if (s.secret) lines.push(`  ${fileFlagText(s)}`, `      ${fileDoc(s)}`);
   }
   return lines.join('\n');
 }
@@ -135,8 +155,23 @@ export function commandHelp(cmd: Command, sub?: string): string {
     const subs = SUBCOMMANDS[cmd]!.map((s) => `outbox-relay ${cmd} ${s} --help`).join('\n  ');
     return `outbox-relay ${cmd} ${COMMAND_ARGS[cmd] ?? ''}\n\n${COMMAND_SUMMARY[cmd]}\n\nOptions of each subcommand:\n  ${subs}\n`;
   }
+  const short = SHORT_HELP[cmd];
+  if (short) {
+    return `outbox-relay ${cmd} [options]\n\n${COMMAND_SUMMARY[cmd]}\n${optionsHelp(cmd, undefined, short.groups)}\n\n${short.note}\n`;
+  }
   return `outbox-relay ${cmd} [options]\n\n${COMMAND_SUMMARY[cmd]}\n${optionsHelp(cmd)}\n`;
 }
+
+/**
+ * Commands whose page lists only the options that matter to them: the demo accepts the relay's
+ * tuning options too (it runs the relay), but a reader of `demo --help` wants the demo's own.
+ */
+const SHORT_HELP: Partial<Record<Command, { groups: readonly string[]; note: string }>> = {
+  demo: {
+    groups: ['Demo', 'Routing', 'General'],
+    note: 'The demo needs no database and no broker: it starts a throwaway PostgreSQL from the local\nserver binaries (OUTBOX_PG_BINDIR to choose them) and prints the events as NDJSON on stdout.\nIt also accepts the tuning options of `outbox-relay run --help` (batching, failures, slot health).',
+  },
+};
 
 /** docs/configuration.md's table, generated from the schema (a test keeps the doc current). */
 export function optionsMarkdown(): string {
@@ -145,6 +180,7 @@ export function optionsMarkdown(): string {
     '|---|---|---|---|---|---|',
   ];
   for (const s of OPTIONS) {
+    if (s.hidden) continue;
     const esc = (t: string) => t.replace(/\|/g, '\\|');
     const commands = s.commands
       .map((c) =>
@@ -153,8 +189,10 @@ export function optionsMarkdown(): string {
           : c,
       )
       .join(', ');
+    const flags = s.secret ? `\`${esc(flagText(s))}\` or \`${fileFlagText(s)}\`` : `\`${esc(flagText(s))}\``;
+    const envs = s.env ? (s.secret ? `\`${s.env}\` or \`${s.env}_FILE\`` : `\`${s.env}\``) : '';
     rows.push(
-      `| \`${esc(flagText(s))}\` | ${s.env ? `\`${s.env}\`` : ''} | \`${s.key}\` | ${defaultText(s) ? `\`${esc(defaultText(s))}\`` : ''} | ${commands} | ${esc(s.doc)} |`,
+      `| ${flags} | ${envs} | \`${s.key}\` | ${defaultText(s) ? `\`${esc(defaultText(s))}\`` : ''} | ${commands} | ${esc(s.doc)} |`,
     );
   }
   return rows.join('\n');

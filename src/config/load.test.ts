@@ -91,7 +91,7 @@ describe('loadConfig', () => {
       'enum out of range',
       [],
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1', OUTBOX_SINK: 'kinesis' },
-      /OUTBOX_SINK \(environment\): expected one of kafka, stdout/,
+      /OUTBOX_SINK \(environment\): expected one of kafka, nats, rabbitmq, stdout/,
     ],
     [
       'missing brokers',
@@ -211,7 +211,9 @@ describe('loadConfig', () => {
       }
       // A bad command line is a usage error (exit 64); a bad combination or environment value is
       // bad configuration (CONFIG_INVALID, exit 78).
-      const fromCommandLine = argv.some((a) => /^--(kafka-broker|batch-size|topic-override)$/.test(a));
+      const fromCommandLine = argv.some((a) =>
+        /^--(kafka-broker|batch-size|topic-override|topic-template|slot)$/.test(a),
+      );
       if (fromCommandLine) expect(caught).toBeInstanceOf(UsageError);
       else expect(isRelayError(caught, 'CONFIG_INVALID')).toBe(true);
       expect((caught as Error).message).toMatch(message);

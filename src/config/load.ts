@@ -3,8 +3,9 @@ import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
+import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
-import { type Command, OPTIONS, type OptionSpec, optionsFor } from './options.ts';
+import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
 /** The resolved configuration: every option with its default applied. */
@@ -15,7 +16,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -32,9 +33,24 @@ export interface Config {
   kafkaOauthAudience?: string;
   kafkaOauthTokenCommand?: string;
   kafkaOauthExtensions: Record<string, string>;
-  kafkaCompression: 'none' | 'gzip';
+  kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
+  kafkaTopics: 'off' | 'verify' | 'create';
+  kafkaTopicPartitions: number;
+  kafkaTopicReplicationFactor: number;
+  kafkaTopicConfig: Record<string, string>;
+  kafkaTopicOverrides: Record<string, string>;
+  natsServers: string[];
+  natsUser?: string;
+  natsPassword?: string;
+  natsToken?: string;
+  natsTimeoutMs: number;
+  natsMaxPending: number;
+  rabbitmqUrl?: string;
+  rabbitmqExchange: string;
+  rabbitmqMaxUnconfirmed: number;
+  rabbitmqTimeoutMs: number;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -258,9 +274,19 @@ export function loadConfig(
   try {
     parsed = parseArgs({ args: argv, options: parseOptions, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/\. To specify.*$/s, ''), help);
+    const message = (e as Error).message.replace(/\. To specify.*$/s, '');
+    const unknown = /^Unknown option '--([^'=]+)'/.exec(message)?.[1];
+    throw new UsageError(
+      unknown ? `${message}${unknownFlagHint(unknown, Object.keys(parseOptions), command, sub)}` : message,
+      help,
+    );
   }
   const flags = parsed.values as Record<string, unknown>;
+  // Only events and slot take words after the command (a subcommand, ids): a stray word
+  // (`run stdout` meaning `run --sink stdout`) is a bad command line, not something to ignore.
+  if (!SUBCOMMANDS[command] && parsed.positionals.length > 0 && !flags.help) {
+    throw new UsageError(`${command} takes no arguments, got ${parsed.positionals.join(' ')}`, help);
+  }
 
   const fromFlags: Record<string, unknown> = {};
   const fromEnv: Record<string, unknown> = {};
@@ -289,7 +315,7 @@ export function loadConfig(
       else if (!everyKey.has(k)) {
         throw new RelayError(
           ErrorCode.CONFIG_INVALID,
-          `config file ${JSON.stringify(configPath)}: unknown option "${k}"${closest(k, [...everyKey])}`,
+          `config file ${JSON.stringify(configPath)}: unknown option "${k}"${didYouMean(k, [...everyKey], (n) => `"${n}"`)}`,
           { details: { option: k }, fix: configFix(help) },
         );
       }
@@ -311,18 +337,46 @@ export function loadConfig(
     sources[s.key] = from;
   }
   if (config.kafkaBrokers === undefined) config.kafkaBrokers = [];
+  if (config.natsServers === undefined) config.natsServers = [];
   const loaded: Loaded = {
     config: config as unknown as Config,
     positionals: parsed.positionals,
     help: !!flags.help,
     sources,
   };
-  if (!loaded.help && check) validate(command, loaded.config, specs, help);
+  if (!loaded.help && check) validate(command, loaded.config, specs, help, sources);
   return loaded;
 }
 
-/** ` (did you mean "x"?)` for a near miss (edit distance 1–2), else nothing. */
-function closest(word: string, candidates: string[]): string {
+/**
+ * What to say about an unknown flag: the command's own flag it is a near miss of
+ * (`did you mean --kafka-brokers?`), or the commands that do take it (`status --kafka-brokers`).
+ */
+function unknownFlagHint(flag: string, known: string[], command: Command, sub?: string): string {
+  const near = didYouMean(flag, known, (n) => `--${n}`);
+  if (near) return near;
+  const owners = OPTIONS.filter((o) => !o.hidden && flagSpellings(o).includes(flag));
+  if (owners.length === 0) return '';
+  const where = [
+    ...new Set(
+      owners.flatMap((o) =>
+        o.commands.flatMap((c) =>
+          c === 'events' && o.subcommands ? o.subcommands.map((x) => `events ${x}`) : [c],
+        ),
+      ),
+    ),
+  ].filter((c) => c !== (sub ? `${command} ${sub}` : command));
+  return ` (not an option of ${sub ? `${command} ${sub}` : command}; ${where.join(', ')} take${where.length === 1 ? 's' : ''} it)`;
+}
+
+/** ` (did you mean x?)` for a near miss (edit distance 1–2), else nothing. */
+function didYouMean(word: string, candidates: string[], show: (name: string) => string): string {
+  const best = closest(word, candidates);
+  return best === undefined ? '' : ` (did you mean ${show(best)}?)`;
+}
+
+/** The candidate nearest to `word` (edit distance 1–2, case-insensitive), if any. */
+function closest(word: string, candidates: string[]): string | undefined {
   const distance = (a: string, b: string): number => {
     const d = Array.from({ length: b.length + 1 }, (_, i) => i);
     for (let i = 1; i <= a.length; i++) {
@@ -339,25 +393,42 @@ function closest(word: string, candidates: string[]): string {
   const best = candidates
     .map((c) => [c, distance(word.toLowerCase(), c.toLowerCase())] as const)
     .sort((x, y) => x[1] - y[1])[0];
-  return best && best[1] <= 2 ? ` (did you mean "${best[0]}"?)` : '';
+  return best && best[1] <= 2 ? best[0] : undefined;
 }
 
-export function validate(command: Command, c: Config, specs: OptionSpec[], help: string = command): void {
+/**
+ * The checks a value's type cannot express, and those across options. A value that is wrong on
+ * its own (a broker that is not host:port, a bad slot name) and came from a flag is a bad command
+ * line (UsageError, exit 64), as a flag of the wrong type is; from a config file or the
+ * environment, or a combination of options, it is bad configuration (exit 78). Without `sources`
+ * every problem is configuration.
+ */
+export function validate(
+  command: Command,
+  c: Config,
+  specs: OptionSpec[],
+  help: string = command,
+  sources: Loaded['sources'] = {},
+): void {
   const spec = (key: string) => specs.find((s) => s.key === key)!;
-  const fail = (key: string, why: string) => {
+  /** A combination of options, or a required one missing: configuration. */
+  const need = (key: string, why: string) => {
     const s = spec(key);
     return new RelayError(ErrorCode.CONFIG_INVALID, `--${s.flag}${s.env ? ` / ${s.env}` : ''}: ${why}`, {
       details: { option: key },
       fix: configFix(help),
     });
   };
+  /** One option's value is wrong on its own: usage when it came from a flag. */
+  const fail = (key: string, why: string) =>
+    sources[key] === 'flag' ? new UsageError(`--${spec(key).flag} (flag): ${why}`, help) : need(key, why);
   if (c.markPublished === false)
-    throw fail(
+    throw need(
       'markPublished',
       "was removed: the relay records published events in the slot's progress record (one statement per batch), so the truthful status costs no row writes; drop the option (docs/outbox-table.md, 'Status')",
     );
   if (command !== 'demo') {
-    if (!c.databaseUrl) throw fail('databaseUrl', 'is required (e.g. postgres://relay@db:5432/app)');
+    if (!c.databaseUrl) throw need('databaseUrl', 'is required (e.g. postgres://relay@db:5432/app)');
     if (!/^postgres(ql)?:\/\//.test(c.databaseUrl)) {
       throw fail('databaseUrl', 'must start with postgres:// or postgresql://');
     }
@@ -385,13 +456,13 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
           `${type}=${format}: the format must be one of ${VALUE_FORMATS.join(', ')}`,
         );
     }
-    if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, fail);
-    if (c.retryMaxMs < c.retryInitialMs) throw fail('retryMaxMs', 'must not be below --retry-initial-ms');
+    if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
+    if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
-      throw fail('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
+      throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
     }
     if (c.slotWarnBytes > 0 && c.slotCriticalBytes > 0 && c.slotCriticalBytes < c.slotWarnBytes) {
-      throw fail('slotCriticalBytes', 'must not be below --slot-warn-bytes (or 0 to turn it off)');
+      throw need('slotCriticalBytes', 'must not be below --slot-warn-bytes (or 0 to turn it off)');
     }
     if (c.deadLetterTopic) {
       const d = checkTopicTemplate(c.deadLetterTopic);
@@ -399,46 +470,84 @@ export function validate(command: Command, c: Config, specs: OptionSpec[], help:
         throw fail('deadLetterTopic', `${JSON.stringify(c.deadLetterTopic)} is not a topic name`);
     }
   }
+  if ((command === 'run' || command === 'check') && c.sink === 'kafka') {
+    for (const [type, settings] of Object.entries(c.kafkaTopicOverrides ?? {})) {
+      try {
+        parseTopicOverride(settings);
+      } catch (e) {
+        throw fail('kafkaTopicOverrides', `${type}=${settings}: ${(e as Error).message}`);
+      }
+    }
+  }
   if (command === 'run' && c.sink === 'kafka') {
     if (c.kafkaBrokers.length === 0)
-      throw fail('kafkaBrokers', 'is required with --sink kafka (e.g. kafka-1:9092,kafka-2:9092)');
+      throw need('kafkaBrokers', 'is required with --sink kafka (e.g. kafka-1:9092,kafka-2:9092)');
     for (const b of c.kafkaBrokers) {
       if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
     }
-    if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, fail);
+    if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, need, fail);
     else if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
-      throw fail(
+      throw need(
         'kafkaSaslMechanism',
         `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
       );
     }
     if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
-      throw fail('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
+      throw need('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
     }
+  }
+  if (command === 'run' && c.sink === 'nats') {
+    if (c.natsServers.length === 0)
+      throw fail('natsServers', 'is required with --sink nats (e.g. nats://nats-1:4222,nats://nats-2:4222)');
+    for (const u of c.natsServers) {
+      if (!/^(nats|tls):\/\/[^\s/]+$|^[^:\s/]+:\d+$/.test(u))
+        throw fail('natsServers', `${JSON.stringify(redactUrl(u))} is not nats://host:port`);
+    }
+    if (!!c.natsUser !== !!c.natsPassword)
+      throw fail(
+        'natsUser',
+        'user and password go together: set both --nats-user and NATS_PASSWORD, or neither',
+      );
+    if (c.natsToken && c.natsUser)
+      throw fail('natsToken', 'choose one way to authenticate: a token or a user and password');
+  }
+  if (command === 'run' && c.sink === 'rabbitmq') {
+    if (!c.rabbitmqUrl)
+      throw fail(
+        'rabbitmqUrl',
+        'is required with --sink rabbitmq (e.g. RABBITMQ_URL=amqp://relay:secret@rabbit:5672/%2F)',
+      );
+    if (!/^amqps?:\/\//.test(c.rabbitmqUrl)) throw fail('rabbitmqUrl', 'must start with amqp:// or amqps://');
+    // '' is the default exchange (routing key = queue name).
+    const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
+    if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
   }
 }
 
+/** Builds the error of a check: `need` for a combination, `fail` for one option's own value (validate's). */
+type Check = (key: string, why: string) => Error;
+
 /** --schema-registry-url: an http(s) URL, something to frame, and a password only with a user. */
-function validateSchemaRegistry(c: Config, fail: (key: string, why: string) => Error): void {
+function validateSchemaRegistry(c: Config, need: Check, fail: Check): void {
   if (!/^https?:\/\/[^\s/]+/.test(c.schemaRegistryUrl ?? ''))
     throw fail('schemaRegistryUrl', `${JSON.stringify(c.schemaRegistryUrl)} is not an http(s) URL`);
   const formats = [c.valueFormat, ...Object.values(c.valueFormatOverrides)];
   if (!formats.includes('envelope-protobuf'))
-    throw fail(
+    throw need(
       'schemaRegistryUrl',
       'frames envelope-protobuf values only, and no event has that format: set --value-format envelope-protobuf (or a --value-format-override TYPE=envelope-protobuf), or drop the option',
     );
   if (c.schemaRegistryPassword !== undefined && !c.schemaRegistryUsername)
-    throw fail('schemaRegistryUsername', 'is required with a registry password');
+    throw need('schemaRegistryUsername', 'is required with a registry password');
 }
 
 /** --kafka-sasl-mechanism oauthbearer: a token endpoint with its client, or a token command; not both. */
-function validateOAuth(c: Config, fail: (key: string, why: string) => Error): void {
+function validateOAuth(c: Config, need: Check, fail: Check): void {
   const { kafkaOauthTokenUrl: url, kafkaOauthTokenCommand: command } = c;
   if (url && command)
-    throw fail('kafkaOauthTokenCommand', 'give either --kafka-oauth-token-url or a token command, not both');
+    throw need('kafkaOauthTokenCommand', 'give either --kafka-oauth-token-url or a token command, not both');
   if (!url && !command)
-    throw fail(
+    throw need(
       'kafkaSaslMechanism',
       'oauthbearer needs --kafka-oauth-token-url (with --kafka-oauth-client-id and a client secret) or --kafka-oauth-token-command',
     );
@@ -455,9 +564,9 @@ function validateOAuth(c: Config, fail: (key: string, why: string) => Error): vo
   if (url) {
     if (!/^https?:\/\/[^\s/]+/.test(url))
       throw fail('kafkaOauthTokenUrl', `${JSON.stringify(url)} is not an http(s) URL`);
-    if (!c.kafkaOauthClientId) throw fail('kafkaOauthClientId', 'is required with --kafka-oauth-token-url');
+    if (!c.kafkaOauthClientId) throw need('kafkaOauthClientId', 'is required with --kafka-oauth-token-url');
     if (!c.kafkaOauthClientSecret)
-      throw fail(
+      throw need(
         'kafkaOauthClientSecret',
         'is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE (or --kafka-oauth-client-secret-file) to a file holding it',
       );

@@ -28,6 +28,12 @@ export interface OptionSpec {
    * all of them. Each subcommand's --help lists only its options, and rejects the others.
    */
   subcommands?: readonly string[];
+  /**
+   * A removed option: still parsed, so using it gives its clear error (or is accepted and does
+   * nothing, as its doc says), but left out of --help, completion, `config print` and
+   * docs/configuration.md, so nobody starts using it.
+   */
+  hidden?: boolean;
   group: string;
   doc: string;
   commands: readonly Command[];
@@ -38,6 +44,12 @@ const OPS: readonly Command[] = ['status', 'events', 'replay', 'slot'];
 const ALL: readonly Command[] = ['run', 'migrate', 'check', 'demo', ...OPS];
 const DB: readonly Command[] = ['run', 'migrate', 'check', ...OPS];
 const RUN: readonly Command[] = ['run', 'demo'];
+/** Options `status` shares with run: its verdict names the topics and judges the slot as the relay does. */
+const RUN_AND_STATUS: readonly Command[] = [...RUN, 'status'];
+/** What `check` needs beside `run` to reach the brokers and name the topics (it reports missing ones). */
+const TOPICS: readonly Command[] = ['run', 'check'];
+/** The topic rule: `run` routes by it, `status` names failing topics, `check` reports missing ones. */
+const ROUTING: readonly Command[] = [...RUN, 'status', 'check'];
 
 export const OPTIONS: readonly OptionSpec[] = [
   // --- database ---
@@ -108,11 +120,11 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'sink',
     env: 'OUTBOX_SINK',
     type: 'enum',
-    values: ['kafka', 'stdout'],
+    values: ['kafka', 'nats', 'rabbitmq', 'stdout'],
     default: 'kafka',
     group: 'Sink',
-    doc: 'Where events go: kafka, or stdout (NDJSON, one line per event).',
-    commands: ['run'],
+    doc: 'Where events go: kafka, nats (JetStream), rabbitmq, or stdout (NDJSON, one line per event). docs/sinks.md compares them.',
+    commands: TOPICS,
   },
   {
     key: 'kafkaBrokers',
@@ -121,7 +133,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'list',
     group: 'Kafka',
     doc: 'Comma-separated bootstrap brokers (host:port). Required with --sink kafka.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaClientId',
@@ -131,7 +143,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'pg-outbox-relay',
     group: 'Kafka',
     doc: 'Kafka client id.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSsl',
@@ -142,7 +154,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: false,
     group: 'Kafka',
     doc: 'Connect to the brokers over TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslCaFile',
@@ -151,7 +163,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM file of the CA that signed the brokers’ certificates (implies --kafka-ssl).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslCertFile',
@@ -160,7 +172,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client certificate for mutual TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSslKeyFile',
@@ -169,7 +181,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client key for mutual TLS.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslMechanism',
@@ -180,7 +192,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'none',
     group: 'Kafka',
     doc: 'SASL mechanism. oauthbearer takes its token from --kafka-oauth-token-url (OIDC client credentials) or --kafka-oauth-token-command (docs/kafka.md).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslUsername',
@@ -189,7 +201,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'SASL user name.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaSaslPassword',
@@ -199,7 +211,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     secret: true,
     group: 'Kafka',
     doc: 'SASL password. Prefer KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE over the flag (flags show in `ps`).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthTokenUrl',
@@ -208,7 +220,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the OIDC token endpoint (e.g. https://idp/realms/x/protocol/openid-connect/token); the relay gets tokens with the client credentials grant, reuses each until 20 % of its life (at least 15 s) is left, then fetches the next.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthClientId',
@@ -217,7 +229,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the client id for the token endpoint.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthClientSecret',
@@ -227,7 +239,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     secret: true,
     group: 'Kafka',
     doc: 'OAUTHBEARER: the client secret. Give it as a file (--kafka-oauth-client-secret-file or KAFKA_OAUTH_CLIENT_SECRET_FILE) or in the environment: flags show in `ps`.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthScope',
@@ -236,7 +248,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the scope to ask the token endpoint for (space-separated), if it needs one.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthAudience',
@@ -245,7 +257,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: "OAUTHBEARER: the audience parameter of the token request (Auth0, Okta and others use it to pick the token's aud).",
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthExtensions',
@@ -255,7 +267,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: {},
     group: 'Kafka',
     doc: 'OAUTHBEARER: a SASL extension sent with the token, KEY=VALUE (repeat the flag, or comma-separate in the environment); Confluent Cloud wants logicalCluster=lkc-… and identityPoolId=pool-….',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaOauthTokenCommand',
@@ -264,17 +276,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: a shell command that prints a token, instead of the token endpoint (AWS MSK IAM signers, vault agents). It prints the token alone, or JSON {"token": …, "expires_in": seconds}; a JWT\'s exp or an MSK token\'s X-Amz-Expires also gives the expiry. Run again whenever a token is needed and the last one is near its expiry (or has none).',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'kafkaCompression',
     flag: 'kafka-compression',
     env: 'KAFKA_COMPRESSION',
     type: 'enum',
-    values: ['none', 'gzip'],
+    values: ['none', 'gzip', 'snappy', 'lz4', 'zstd'],
     default: 'none',
     group: 'Kafka',
-    doc: 'Compression of produced batches.',
+    doc: 'Compression of produced record batches, as Kafka’s own producer frames them (docs/kafka.md#compression). zstd or lz4 for most clusters (a topic’s compression.type of zstd/lz4 then stores them as sent); gzip costs several times their CPU.',
     commands: ['run'],
   },
   {
@@ -289,6 +301,59 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: ['run'],
   },
   {
+    key: 'kafkaTopics',
+    flag: 'kafka-topics',
+    env: 'KAFKA_TOPICS',
+    type: 'enum',
+    values: ['off', 'verify', 'create'],
+    default: 'off',
+    group: 'Kafka',
+    doc: 'Topic provisioning (docs/kafka.md#topics). create: create missing topics with the --kafka-topic-* settings, at start and when an event first routes to a new topic, and wait for their leaders before publishing; verify: at start, fail naming the topics that are missing or have fewer partitions than --kafka-topic-partitions; off: leave topics to the cluster. `outbox-relay check` reports the same in any mode.',
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicPartitions',
+    flag: 'kafka-topic-partitions',
+    env: 'KAFKA_TOPIC_PARTITIONS',
+    type: 'int',
+    default: 0,
+    min: 0,
+    group: 'Kafka',
+    doc: "Partitions of a topic the relay creates, and the fewest that verify and check accept (0: the broker's num.partitions; nothing checked).",
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicReplicationFactor',
+    flag: 'kafka-topic-replication-factor',
+    env: 'KAFKA_TOPIC_REPLICATION_FACTOR',
+    type: 'int',
+    default: 0,
+    min: 0,
+    group: 'Kafka',
+    doc: "Replication factor of a topic the relay creates (0: the broker's default.replication.factor).",
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicConfig',
+    flag: 'kafka-topic-config',
+    env: 'KAFKA_TOPIC_CONFIG',
+    type: 'map',
+    default: {},
+    group: 'Kafka',
+    doc: 'Topic configs of a topic the relay creates, NAME=VALUE (e.g. retention.ms=604800000, min.insync.replicas=2; repeat the flag, or comma-separate in the environment).',
+    commands: TOPICS,
+  },
+  {
+    key: 'kafkaTopicOverrides',
+    flag: 'kafka-topic-override',
+    env: 'KAFKA_TOPIC_OVERRIDES',
+    type: 'map',
+    default: {},
+    group: 'Kafka',
+    doc: 'Per-aggregate-type topic settings, AGGREGATE_TYPE=SETTINGS with SETTINGS like partitions=12;replication-factor=3;cleanup.policy=compact (`;` between settings; the rest from --kafka-topic-*). Its topic is also provisioned and checked at start.',
+    commands: TOPICS,
+  },
+  {
     key: 'kafkaRequestTimeoutMs',
     flag: 'kafka-request-timeout-ms',
     env: 'KAFKA_REQUEST_TIMEOUT_MS',
@@ -297,6 +362,110 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 100,
     group: 'Kafka',
     doc: 'How long one produce request may take before it counts as failed (and is retried).',
+    commands: ['run'],
+  },
+  // --- NATS JetStream (docs/sinks.md) ---
+  {
+    key: 'natsServers',
+    flag: 'nats-servers',
+    env: 'NATS_URL',
+    type: 'list',
+    group: 'NATS',
+    doc: 'Comma-separated NATS server URLs (nats://host:4222). Required with --sink nats. The subject of an event is its topic (--topic-template, --topic-override); a JetStream stream with file storage must listen on it.',
+    commands: ['run'],
+  },
+  {
+    key: 'natsUser',
+    flag: 'nats-user',
+    env: 'NATS_USER',
+    type: 'string',
+    group: 'NATS',
+    doc: 'NATS user name (with --nats-password).',
+    commands: ['run'],
+  },
+  {
+    key: 'natsPassword',
+    flag: 'nats-password',
+    env: 'NATS_PASSWORD',
+    type: 'string',
+    secret: true,
+    group: 'NATS',
+    doc: 'NATS password. Prefer NATS_PASSWORD or NATS_PASSWORD_FILE over the flag (flags show in `ps`).',
+    commands: ['run'],
+  },
+  {
+    key: 'natsToken',
+    flag: 'nats-token',
+    env: 'NATS_TOKEN',
+    type: 'string',
+    secret: true,
+    group: 'NATS',
+    doc: 'NATS authentication token. Prefer NATS_TOKEN or NATS_TOKEN_FILE over the flag.',
+    commands: ['run'],
+  },
+  {
+    key: 'natsTimeoutMs',
+    flag: 'nats-timeout-ms',
+    env: 'NATS_TIMEOUT_MS',
+    type: 'int',
+    default: 10000,
+    min: 100,
+    group: 'NATS',
+    doc: "How long a publish waits for its PubAck before it counts as failed (and the batch is re-sent). With --retry-max-ms it makes the retry horizon the streams' duplicate window must cover.",
+    commands: ['run'],
+  },
+  {
+    key: 'natsMaxPending',
+    flag: 'nats-max-pending',
+    env: 'NATS_MAX_PENDING',
+    type: 'int',
+    default: 256,
+    min: 1,
+    group: 'NATS',
+    doc: 'Publishes awaiting their PubAck at once (at most one per key, to keep its order).',
+    commands: ['run'],
+  },
+  // --- RabbitMQ (docs/sinks.md) ---
+  {
+    key: 'rabbitmqUrl',
+    flag: 'rabbitmq-url',
+    env: 'RABBITMQ_URL',
+    type: 'string',
+    secret: true,
+    group: 'RabbitMQ',
+    doc: 'AMQP 0-9-1 URL (amqp://user:pass@host:5672/vhost). Required with --sink rabbitmq. Prefer RABBITMQ_URL or RABBITMQ_URL_FILE over the flag (it holds the password).',
+    commands: ['run'],
+  },
+  {
+    key: 'rabbitmqExchange',
+    flag: 'rabbitmq-exchange',
+    env: 'RABBITMQ_EXCHANGE',
+    type: 'string',
+    default: 'outbox',
+    group: 'RabbitMQ',
+    doc: "Exchange an event is published to; placeholders {aggregate_type} and {event_type}. The routing key is the event's topic (--topic-template, --topic-override). The exchange must exist.",
+    commands: ['run'],
+  },
+  {
+    key: 'rabbitmqMaxUnconfirmed',
+    flag: 'rabbitmq-max-unconfirmed',
+    env: 'RABBITMQ_MAX_UNCONFIRMED',
+    type: 'int',
+    default: 256,
+    min: 1,
+    group: 'RabbitMQ',
+    doc: 'Messages awaiting their publisher confirm at once (at most one per key, to keep its order).',
+    commands: ['run'],
+  },
+  {
+    key: 'rabbitmqTimeoutMs',
+    flag: 'rabbitmq-timeout-ms',
+    env: 'RABBITMQ_TIMEOUT_MS',
+    type: 'int',
+    default: 30000,
+    min: 100,
+    group: 'RabbitMQ',
+    doc: 'How long a message waits for its publisher confirm before the channel is closed and the batch re-sent.',
     commands: ['run'],
   },
   // --- routing ---
@@ -308,7 +477,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'outbox.event.{aggregate_type}',
     group: 'Routing',
     doc: 'Topic for an event; placeholders {aggregate_type} and {event_type}. The default is Debezium’s.',
-    commands: RUN,
+    commands: ROUTING,
   },
   {
     key: 'topicOverrides',
@@ -318,7 +487,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: {},
     group: 'Routing',
     doc: 'Per-aggregate-type topic, AGGREGATE_TYPE=TOPIC (repeat the flag, or comma-separate in the environment).',
-    commands: RUN,
+    commands: ROUTING,
   },
   {
     key: 'valueFormat',
@@ -455,6 +624,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'bool',
     negatable: true,
     default: true,
+    hidden: true,
     group: 'Pipeline',
     doc: "Removed: the relay no longer writes a row per published event. It records each batch's ids in the slot's progress record (one statement per batch; small batches share one, at most every 10 ms), and `<table>_with_status`, the operator commands and retention read the truthful status from it (docs/outbox-table.md). --mark-published is accepted and does nothing; --no-mark-published is a configuration error.",
     commands: RUN,
@@ -632,8 +802,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 10 * 1024 ** 3,
     min: 0,
     group: 'Slot health',
-    doc: 'Retained WAL at which an error is logged, once per crossing (with the time left before max_slot_wal_keep_size invalidates the slot); 0 = never.',
-    commands: RUN,
+    doc: 'Retained WAL at which an error is logged, once per crossing (with the time left before max_slot_wal_keep_size invalidates the slot), and from which `status` calls the slot at risk (degraded); 0 = never.',
+    commands: RUN_AND_STATUS,
   },
   {
     key: 'heartbeatIntervalMs',
@@ -999,6 +1169,11 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: ['run'],
   },
 ];
+
+/** Every spelling of an option on the command line, without `--`: x, no-x (negatable), x-file (secret). */
+export function flagSpellings(s: OptionSpec): string[] {
+  return [s.flag, ...(s.negatable ? [`no-${s.flag}`] : []), ...(s.secret ? [`${s.flag}-file`] : [])];
+}
 
 /** The options of a command; of one of its subcommands when `sub` is given (events list, slot drop). */
 export function optionsFor(command: Command, sub?: string): OptionSpec[] {

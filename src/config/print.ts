@@ -13,7 +13,7 @@ export function resolvedOptions(
   loaded: Pick<Loaded, 'config' | 'sources'>,
 ): { key: string; value: unknown; source: string; env?: string }[] {
   return specs
-    .filter((s) => s.key !== 'config')
+    .filter((s) => s.key !== 'config' && !s.hidden)
     .map((s) => ({
       key: s.key,
       value: maskSecret(s, (loaded.config as unknown as Record<string, unknown>)[s.key as keyof Config]),

@@ -11,13 +11,16 @@ import { countEvents, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
 import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
 import { type RelayView, readSample } from '../observability/health.ts';
+import type { HealthWatch } from '../observability/health-watch.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, parseFilter } from '../ops/event-filter.ts';
 import { selectTargets, showEvent } from '../ops/events.ts';
 import { OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
+import { reasonOf, remedyFor } from '../ops/remedies.ts';
 import { countReplay } from '../ops/replay.ts';
 import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
+import { topicFor } from '../route/router.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
@@ -46,6 +49,8 @@ export interface ConsoleOptions {
   config: Config;
   /** The in-process relay (the object /readyz reads). */
   relay: RelayView;
+  /** The health verdict of `outbox-relay status`, the one /readyz and the metrics show. */
+  health: HealthWatch;
   log: Logger;
   /** How often the console samples the slot and the metrics for its charts. */
   sampleEveryMs?: number;
@@ -324,9 +329,10 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     } catch (e) {
       slotError = errorMessage(e);
     }
-    const unhealthy = await withClient((db) => listEvents(db, table, { statuses: ['failed', 'dead'] }, 10));
+    const unhealthy = await withClient((db) => listEvents(db, table, { statuses: [...RESOLVABLE] }, 10));
     return {
       now: s.at,
+      health: o.health.current,
       state: describeState(s),
       confirmedLsn: s.confirmedLsn,
       secondsSinceProgress: s.lastProgressAt === null ? null : (s.at - s.lastProgressAt) / 1000,
@@ -376,9 +382,16 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     );
     const heldBy =
       e.status === 'parked'
-        ? ((await listEvents(db, table, { statuses: ['failed', 'dead'], ...same }, 1))[0] ?? null)
+        ? ((await listEvents(db, table, { statuses: [...RESOLVABLE], ...same }, 1))[0] ?? null)
         : null;
-    return { event: e, followers, followersLimit: FOLLOWERS_SHOWN, heldBy };
+    let topic: string | null = null;
+    try {
+      topic = topicFor({ aggregateType: e.aggregate_type, eventType: e.event_type }, c);
+    } catch {
+      // No legal topic: the router's error (last_error) says why.
+    }
+    const remedy = e.last_error ? remedyFor(reasonOf(e.last_error), topic ?? '<topic>') : null;
+    return { event: e, followers, followersLimit: FOLLOWERS_SHOWN, heldBy, topic, remedy };
   }
 
   async function preview(db: pg.ClientBase, action: Action, q: URLSearchParams): Promise<Plan> {

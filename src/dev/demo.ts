@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
 import { StdoutSink } from '../sinks/stdout.ts';
 import { migrate } from '../store/migrate.ts';
+import { readSlotRow } from '../store/slots.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Relay } from '../supervisor/relay.ts';
 import { startThrowawayPostgres } from './throwaway-postgres.ts';
@@ -23,6 +24,8 @@ const AGGREGATES = [
   },
   { type: 'Customer', ids: ['cust-7', 'cust-8'], events: ['CustomerRegistered', 'CustomerEmailChanged'] },
 ];
+/** The aggregate types of the sample events (the playground creates their topics). */
+export const SAMPLE_AGGREGATE_TYPES: readonly string[] = AGGREGATES.map((a) => a.type);
 
 /** The i-th sample event: JSON mostly, a binary payload now and then (shown base64). */
 function sampleEvent(i: number) {
@@ -42,7 +45,13 @@ function sampleEvent(i: number) {
   };
 }
 
-async function insertEvents(db: pg.Client, table: string, from: number, count: number): Promise<void> {
+/** Sample events from..from+count-1, in one transaction. */
+export async function insertSampleEvents(
+  db: pg.Client,
+  table: string,
+  from: number,
+  count: number,
+): Promise<void> {
   await db.query('BEGIN');
   for (let i = from; i < from + count; i++) {
     const e = sampleEvent(i);
@@ -105,11 +114,11 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     for (const size of [1, 3]) {
       if (inserted >= total) break;
       const n = Math.min(size, total - inserted);
-      await insertEvents(db, table, inserted, n);
+      await insertSampleEvents(db, table, inserted, n);
       inserted += n;
       await sleep(300);
     }
-    if (inserted < total) await insertEvents(db, table, inserted, total - inserted);
+    if (inserted < total) await insertSampleEvents(db, table, inserted, total - inserted);
     inserted = total;
     log.info({ events: inserted }, 'demo: sample events committed; waiting until all are relayed');
 
@@ -139,7 +148,7 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
       if (!c.demoFollow && Date.now() > deadline)
         throw new Error('demo: events were not relayed within 60 s');
       if (c.demoFollow) {
-        await insertEvents(db, table, inserted, 1);
+        await insertSampleEvents(db, table, inserted, 1);
         inserted++;
         await sleep(1000);
       } else {
@@ -149,16 +158,13 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
     }
     await relay.stop();
     await relay.done();
-    const slot = await db.query<{ confirmed_flush_lsn: string }>(
-      'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
-      [c.slot],
-    );
+    const slot = await readSlotRow(db, c.slot);
     const counts = await countsByStatus(db, table);
     log.info(
       {
         events: inserted,
         rows: counts,
-        confirmedFlushLsn: slot.rows[0]?.confirmed_flush_lsn,
+        confirmedFlushLsn: slot?.confirmed_flush_lsn,
       },
       'demo: done — every event relayed to stdout, recorded published, and the slot confirmed past it',
     );

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
+import { sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 const keyOf = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`;
 
@@ -87,7 +88,7 @@ export class BlockedAggregates {
   async reload(db: pg.Pool, schema: string, table: string): Promise<void> {
     const r = await db.query<{ aggregate_type: string; aggregate_id: string }>(
       `SELECT DISTINCT aggregate_type, aggregate_id FROM ${qualified(schema, table)}
-        WHERE status IN ('failed', 'dead', 'parked') AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
+        WHERE status IN ${sqlStatuses(UNHEALTHY)} AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
     );
     this.#blocked.clear();
     for (const row of r.rows) this.#blocked.add(keyOf(row.aggregate_type, row.aggregate_id));

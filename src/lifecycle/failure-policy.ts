@@ -1,10 +1,10 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { backoffDelay } from '../retry/backoff.ts';
 import type { OutboxEvent } from '../route/event.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 
-export type FailureOutcome = 'published' | 'retry' | 'dead' | 'dlq' | 'parked' | 'released';
+export type FailureOutcome = 'published' | 'retry' | 'dead' | 'discarded' | 'dlq' | 'parked' | 'released';
 
 /** Delay before attempt n+1 of a failed event: full jitter, capped (seed 001). */
 export function failureBackoff(
@@ -46,10 +46,10 @@ export function logOutcome(
     topic,
     attempts,
     outcome,
-    ...(error ? { reason: error.reason, err: error.message } : {}),
+    ...(error ? { error_class: error.class, reason: error.reason, err: error.message } : {}),
   };
-  if (outcome === 'dead' || outcome === 'retry')
-    log.warn(fields, `event ${outcome === 'dead' ? 'dead' : 'failed'}: ${error?.message ?? ''}`);
+  if (outcome === 'dead' || outcome === 'retry' || outcome === 'discarded')
+    log.warn(fields, `event ${outcome === 'retry' ? 'failed' : outcome}: ${error?.message ?? ''}`);
   else log.info(fields, `event ${outcome}`);
 }
 

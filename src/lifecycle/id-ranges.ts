@@ -60,3 +60,42 @@ export function parseIdRanges(text: string): [bigint, bigint][] {
 export function coveredBy(ranges: readonly [bigint, bigint][], id: bigint): boolean {
   return ranges.some(([lo, hi]) => id >= lo && id < hi);
 }
+
+/**
+ * Whether the decimal id is inside one of the sorted, disjoint ranges (binary search: the stream
+ * asks once per event). An id that is not an integer is covered by nothing.
+ */
+export function sortedRangesCover(ranges: readonly [bigint, bigint][], id: string): boolean {
+  if (ranges.length === 0) return false;
+  let x: bigint;
+  try {
+    x = BigInt(id);
+  } catch {
+    return false;
+  }
+  if (x >= ranges[ranges.length - 1]![1]) return false; // the usual case: an id newer than the record
+  let lo = 0;
+  let hi = ranges.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const [a, b] = ranges[mid]!;
+    if (x < a) hi = mid - 1;
+    else if (x >= b) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+
+/** The ids outside `ranges` (sorted, disjoint, half-open), as half-open ranges over the bigint domain. */
+export function complement(ranges: readonly [bigint, bigint][]): [bigint, bigint][] {
+  const MIN = -(2n ** 63n);
+  const MAX = 2n ** 63n - 1n;
+  const out: [bigint, bigint][] = [];
+  let from = MIN;
+  for (const [lo, hi] of ranges) {
+    if (lo > from) out.push([from, lo]);
+    from = hi;
+  }
+  if (from < MAX) out.push([from, MAX]);
+  return out;
+}

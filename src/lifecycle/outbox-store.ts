@@ -1,6 +1,7 @@
 import type pg from 'pg';
+import { progressTable } from '../store/progress-table.ts';
 import { qualified } from '../store/sql-ident.ts';
-import { progressTable, recordProgress } from './progress.ts';
+import { recordProgress } from './progress.ts';
 
 export interface FailedRow {
   id: string;

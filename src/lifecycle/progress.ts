@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
 import { idRanges } from './id-ranges.ts';
+import { sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * The per-slot progress record (sql/000003_relay_progress.sql): which outbox ids a slot's relay
@@ -10,14 +11,11 @@ import { idRanges } from './id-ranges.ts';
  * `<table>_with_status` (the view) or, for counts, the complement iteration below.
  *
  * The rules:
- *  - recorded before the slot position is confirmed past the ids (session.ts);
+ *  - recorded before the slot position is confirmed past the ids (outcome/record.ts, then stream/session.ts settles);
  *  - a failure outcome (failed, parked, discarded) is written on the row BEFORE the record covers
  *    its id, and a row whose own status is not 'pending' keeps it (the row wins);
  *  - the record only grows; compaction fills gaps of ids that can never appear (see compact).
  */
-export function progressTable(schema: string, table: string): string {
-  return qualified(schema, `${table}_relay_progress`);
-}
 
 /** The quoted name of the view with each row's truthful status. */
 export function statusView(schema: string, table: string): string {
@@ -39,17 +37,6 @@ export function unpublishedRowsSql(table: string, progress: string): string {
   return `unnest('{(,)}'::int8multirange - ${publishedSql(progress)}) AS g
      JOIN ${table} AS o ON o.id >= coalesce(lower(g), -9223372036854775808)
                       AND o.id < coalesce(upper(g), 9223372036854775807)`;
-}
-
-/** migrate: the slot's row, so the relay needs only SELECT, UPDATE on the table. Keeps an existing row. */
-export async function insertInitialProgress(
-  db: pg.ClientBase,
-  progress: string,
-  slot: string,
-): Promise<void> {
-  await db.query(`INSERT INTO ${progress} (slot_name) VALUES ($1) ON CONFLICT (slot_name) DO NOTHING`, [
-    slot,
-  ]);
 }
 
 /**
@@ -101,7 +88,7 @@ const MAX_OUTCOMES_ON_ROWS = 10_000;
 
 /**
  * Ids of rows whose failure outcome (failed, dead, parked) is on the row but not in the slot's
- * progress record — the crash window between the two statements (session.ts writes the row
+ * progress record — the crash window between the two statements (outcome/record.ts writes the row
  * first). The stream skips them when it sends them again: the sweeper owns them, as it would
  * had the record been written. Newest first, bounded (the window is one batch; older such rows
  * come from relays that marked rows before the progress record).
@@ -114,7 +101,7 @@ export async function outcomesOnRows(
 ): Promise<Set<string>> {
   const r = await db.query<{ id: string }>(
     `SELECT o.id::text AS id FROM ${table} AS o
-      WHERE o.status IN ('failed', 'dead', 'parked')
+      WHERE o.status IN ${sqlStatuses(UNHEALTHY)}
         AND NOT EXISTS (SELECT 1 FROM ${progress} AS p WHERE p.slot_name = $1 AND p.published @> o.id)
       ORDER BY o.id DESC LIMIT ${MAX_OUTCOMES_ON_ROWS}`,
     [slot],

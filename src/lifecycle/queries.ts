@@ -1,8 +1,11 @@
 import type pg from 'pg';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { progressTable } from '../store/progress-table.ts';
 import { companion, qualified } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
-import { progressTable, unpublishedRowsSql } from './progress.ts';
+import { unpublishedRowsSql } from './progress.ts';
+import { SCANNED, sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * The statements that read outbox rows by status: the operator commands' lists, counts and
@@ -38,8 +41,7 @@ function source(table: string, f: EventFilter): string {
 /** The view with each row's truthful status, beside a quoted table. */
 const view = (table: string) => companion(table, '_with_status');
 
-const COLUMNS = `id::text AS id, event_id::text AS event_id, aggregate_type, aggregate_id, event_type, payload,
-  content_type, headers, traceparent, created_at, status, attempts, next_attempt_at, last_error, published_at`;
+const COLUMNS = `${ROW_COLUMNS}, next_attempt_at, last_error, published_at`;
 
 /** Rows matching the filter in id order (stable paging: pass the last id as --after-id). */
 export async function listEvents(
@@ -153,7 +155,7 @@ export async function statusCounts(
          FROM ${unpublishedRowsSql(table, progressTable(schema, tableName))} WHERE o.status = 'pending'`,
     )
     .catch((e) => {
-      if ((e as { code?: string }).code !== '42P01') throw e;
+      if (sqlStateOf(e) !== SqlState.UNDEFINED_TABLE) throw e;
       const row = byStatus.rows.find((r) => r.status === 'pending');
       return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
     });
@@ -181,7 +183,7 @@ export async function unhealthyCounts(
 ): Promise<Map<string, { status: string; n: string; oldest: string | null }>> {
   const r = await db.query<{ status: string; n: string; oldest: string | null }>(
     `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
-       FROM ${table} WHERE status IN ('failed', 'dead', 'parked') GROUP BY status`,
+       FROM ${table} WHERE status IN ${sqlStatuses(UNHEALTHY)} GROUP BY status`,
   );
   return new Map(r.rows.map((x) => [x.status, x]));
 }
@@ -200,7 +202,7 @@ export async function pendingCount(db: Db, table: string, progress: string): Pro
  */
 export async function storedSettledCounts(db: Db, table: string): Promise<Map<string, number>> {
   const r = await db.query<{ status: string; n: string }>(
-    `SELECT status, count(*)::text AS n FROM ${table} WHERE status IN ('pending', 'published', 'discarded') GROUP BY status`,
+    `SELECT status, count(*)::text AS n FROM ${table} WHERE status IN ${sqlStatuses(SCANNED)} GROUP BY status`,
   );
   return new Map(r.rows.map((x) => [x.status, Number(x.n)]));
 }
@@ -224,7 +226,7 @@ export async function heldAggregates(
     `SELECT DISTINCT o.aggregate_type, o.aggregate_id
        FROM ${table} AS o JOIN unnest($1::text[], $2::text[]) AS k(type, id)
          ON o.aggregate_type = k.type AND o.aggregate_id = k.id
-      WHERE o.status IN ('failed', 'dead', 'parked')`,
+      WHERE o.status IN ${sqlStatuses(UNHEALTHY)}`,
     [keys.map(([type]) => type), keys.map(([, id]) => id)],
   );
   return r.rows;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { EVENT_COLUMNS } from '../route/outbox-row.ts';
 import { companion } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 
@@ -67,17 +68,21 @@ export async function copyBatch(
 ): Promise<{ ids: string[]; inserted: number }> {
   const w = windowSql(f, o);
   const n = w.params.length;
+  // The event's columns as they are, but its headers say what it copies and when.
+  const copied = EVENT_COLUMNS.map((c) =>
+    c === 'headers'
+      ? `coalesce(headers, '{}'::jsonb) || jsonb_build_object('${REPLAY_OF_HEADER}', src.id::text, '${REPLAYED_AT_HEADER}', $${n + 4}::text)`
+      : c,
+  ).join(', ');
   const r = await db.query<{ id: string }>(
     `WITH src AS (
-       SELECT o.id, event_id, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent
+       SELECT o.id, ${EVENT_COLUMNS.join(', ')}
          FROM ${view(table)} AS o
         WHERE ${w.sql} AND o.id > $${n + 1}::bigint AND o.id <= $${n + 2}::bigint
         ORDER BY o.id LIMIT $${n + 3}),
      copied AS (
-       INSERT INTO ${table} (event_id, aggregate_type, aggregate_id, event_type, payload, content_type, headers, traceparent)
-       SELECT event_id, aggregate_type, aggregate_id, event_type, payload, content_type,
-              coalesce(headers, '{}'::jsonb) || jsonb_build_object('${REPLAY_OF_HEADER}', src.id::text, '${REPLAYED_AT_HEADER}', $${n + 4}::text),
-              traceparent
+       INSERT INTO ${table} (${EVENT_COLUMNS.join(', ')})
+       SELECT ${copied}
          FROM src ORDER BY src.id
        RETURNING 1)
      SELECT src.id::text AS id, (SELECT count(*) FROM copied)::int AS inserted FROM src ORDER BY src.id`,

@@ -3,6 +3,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../retry/backoff.ts';
 import { publishedSql } from './progress.ts';
+import { PRUNABLE, sqlStatuses } from './statuses.ts';
 
 export interface RetentionDeps {
   db: pg.Pool;
@@ -72,7 +73,7 @@ export class Retention {
         await this.#deleteAll(
           client,
           `created_at < now() - $1::bigint * interval '1 millisecond'
-             AND (status IN ('published', 'discarded')
+             AND (status IN ${sqlStatuses(PRUNABLE)}
                   OR (status = 'pending' AND ${publishedSql(d.progress)} @> id))`,
           [d.publishedRetentionMs],
           result,

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
 import type { Status } from './statuses.ts';
+import { RESOLVABLE, sqlStatuses } from './statuses.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -61,7 +62,7 @@ export const TRANSITIONS: readonly Transition[] = [
     from: 'pending',
     to: 'discarded',
     by: 'stream',
-    when: 'PostgreSQL refuses to record the failure (54000: aggregate columns too long for the failure index)',
+    when: "PostgreSQL refuses to record the failure (54000: aggregate columns too long for the failure index), or the row's text is not UTF-8 (a SQL_ASCII database: ROW_ENCODING)",
     statement: 'outbox-store.ts#OutboxStore.recordUnrecordable',
   },
   {
@@ -84,6 +85,13 @@ export const TRANSITIONS: readonly Transition[] = [
     by: 'slot recovery',
     when: 'as the stream',
     statement: 'outbox-store.ts#OutboxStore.recordParked',
+  },
+  {
+    from: 'pending',
+    to: 'discarded',
+    by: 'slot recovery',
+    when: 'as the stream (the same outcome code: src/outcome/record.ts)',
+    statement: 'outbox-store.ts#OutboxStore.recordUnrecordable',
   },
   {
     from: 'failed',
@@ -235,7 +243,7 @@ export async function releasableAggregates(
       WHERE p.status = 'parked' AND NOT EXISTS (
         SELECT 1 FROM ${table} f
          WHERE f.aggregate_type = p.aggregate_type AND f.aggregate_id = p.aggregate_id
-           AND f.status IN ('failed', 'dead') AND f.id < p.id)
+           AND f.status IN ${sqlStatuses(RESOLVABLE)} AND f.id < p.id)
       LIMIT 100`,
   );
   return r.rows;
@@ -244,7 +252,7 @@ export async function releasableAggregates(
 /** Whether the aggregate has a failed or dead row (its parked rows must wait). */
 export async function hasUnresolvedHead(db: Db, table: string, type: string, id: string): Promise<boolean> {
   const r = await db.query(
-    `SELECT 1 FROM ${table} WHERE aggregate_type = $1 AND aggregate_id = $2 AND status IN ('failed', 'dead') LIMIT 1`,
+    `SELECT 1 FROM ${table} WHERE aggregate_type = $1 AND aggregate_id = $2 AND status IN ${sqlStatuses(RESOLVABLE)} LIMIT 1`,
     [type, id],
   );
   return !!r.rowCount;
@@ -303,7 +311,7 @@ export async function resendEvents(
   const r = await db.query(
     `UPDATE ${table} SET status = 'failed', next_attempt_at = now(),
             attempts = CASE WHEN $2::boolean THEN 0 ELSE attempts END
-      WHERE id = ANY($1::bigint[]) AND status IN ('failed', 'dead')`,
+      WHERE id = ANY($1::bigint[]) AND status IN ${sqlStatuses(RESOLVABLE)}`,
     [ids, resetAttempts],
   );
   return r.rowCount ?? 0;
@@ -322,7 +330,7 @@ export async function discardEvents(
   if (ids.length === 0) return 0;
   const r = await db.query(
     `UPDATE ${table} SET status = 'discarded', next_attempt_at = NULL
-      WHERE id = ANY($1::bigint[]) AND status IN ('failed', 'dead')`,
+      WHERE id = ANY($1::bigint[]) AND status IN ${sqlStatuses(RESOLVABLE)}`,
     [ids],
   );
   return r.rowCount ?? 0;

@@ -14,6 +14,7 @@ import {
   type Sample,
   type Verdict,
 } from './health.ts';
+import { HealthWatch } from './health-watch.ts';
 import type { Logger } from './logger.ts';
 
 export interface HttpServerOptions {
@@ -28,6 +29,12 @@ export interface HttpServerOptions {
   sampleEveryMs?: number;
   /** Serve the operator console under /console (src/console/), with this config. */
   console?: { config: Config; sampleEveryMs?: number };
+  /**
+   * Read the health verdict of `outbox-relay status` every everyMs (default HEALTH_EVERY_MS) for
+   * /readyz's body, the console and the outbox_health metrics (health-watch.ts). Without it, the
+   * console's config is used; with neither, /readyz has no verdict.
+   */
+  health?: { config: Config; everyMs?: number };
 }
 
 export interface HttpServer {
@@ -50,7 +57,8 @@ export function collectProcessMetrics(register: Registry): void {
  * The relay's HTTP endpoints, on one plain node:http server:
  *   GET /metrics  Prometheus text format of the relay's registry (+ process metrics)
  *   GET /healthz  liveness  — 200 or 503, JSON (semantics in health.ts)
- *   GET /readyz   readiness — 200 while streaming, else 503 with the reason, JSON
+ *   GET /readyz   readiness — 200 while streaming, else 503 with the reason, JSON; the body also
+ *                 holds `status`'s health verdict (`health`), which never changes the answer
  *   /console/…    the operator console, when enabled (--console; docs/console.md); / redirects to it
  */
 export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer> {
@@ -68,6 +76,16 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
   const timer = setInterval(() => sample().catch(() => {}), o.sampleEveryMs ?? 1000);
   timer.unref();
 
+  const healthConfig = o.health?.config ?? o.console?.config;
+  const health = healthConfig
+    ? new HealthWatch({
+        config: healthConfig,
+        metrics: o.relay.metrics.health,
+        log: o.log,
+        everyMs: o.health?.everyMs,
+      })
+    : null;
+
   const body = (s: Sample, v: Verdict) => ({
     state: s.state,
     slot: o.slot,
@@ -76,15 +94,30 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     ...(v.reason ? { reason: v.reason } : {}),
     ...(v.detail ? { detail: v.detail } : {}),
   });
+  /** /readyz's body also carries `status`'s verdict: the answer (200/503) stays readiness alone. */
+  const verdictBody = () => {
+    if (!health) return {};
+    const h = health.current;
+    return {
+      health: {
+        verdict: h.verdict,
+        problems: h.problems,
+        findings: h.findings,
+        checkedAt: h.checkedAt === null ? null : new Date(h.checkedAt).toISOString(),
+      },
+    };
+  };
 
-  const operatorConsole: ConsoleHandler | null = o.console
-    ? startConsole({
-        config: o.console.config,
-        relay: o.relay,
-        log: o.log,
-        sampleEveryMs: o.console.sampleEveryMs,
-      })
-    : null;
+  const operatorConsole: ConsoleHandler | null =
+    o.console && health
+      ? startConsole({
+          config: o.console.config,
+          relay: o.relay,
+          health,
+          log: o.log,
+          sampleEveryMs: o.console.sampleEveryMs,
+        })
+      : null;
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -102,8 +135,13 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       case '/healthz':
       case '/readyz': {
         const s = await sample();
-        const v = path === '/healthz' ? liveness(s, watch.movedAt, stuckAfterMs) : readiness(s);
-        return send(res, v.ok ? 200 : 503, 'application/json', `${JSON.stringify(body(s, v))}\n`);
+        if (path === '/healthz') {
+          const v = liveness(s, watch.movedAt, stuckAfterMs);
+          return send(res, v.ok ? 200 : 503, 'application/json', `${JSON.stringify(body(s, v))}\n`);
+        }
+        const v = readiness(s);
+        const answer = { ...body(s, v), ...verdictBody() };
+        return send(res, v.ok ? 200 : 503, 'application/json', `${JSON.stringify(answer)}\n`);
       }
       default:
         return send(res, 404, 'text/plain', 'not found: try /metrics, /healthz or /readyz\n');
@@ -123,6 +161,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
   }).catch(async (e) => {
     clearInterval(timer);
     await operatorConsole?.close();
+    await health?.close();
     throw new RelayError(
       ErrorCode.CONFIG_INVALID,
       `--http-host ${o.host} --http-port ${o.port}: cannot listen: ${errorMessage(e)} (choose another port, or --no-http)`,
@@ -142,6 +181,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       // Since Node 19 close() also ends idle kept-alive connections (scrapers keep them).
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await operatorConsole?.close();
+      await health?.close();
     },
   };
 }

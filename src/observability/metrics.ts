@@ -22,6 +22,7 @@ export class RelayMetrics {
   readonly failures: FailureMetrics;
   readonly slot: SlotMetrics;
   readonly pruned: Counter<'status'>;
+  readonly health: HealthMetrics;
 
   constructor(registry = new Registry()) {
     this.registry = registry;
@@ -94,6 +95,7 @@ export class RelayMetrics {
       labelNames: ['status'],
       registers: r,
     });
+    this.health = new HealthMetrics(registry);
   }
 
   setState(state: RelayState): void {
@@ -213,5 +215,31 @@ export class SlotMetrics {
     this.walStatus.reset();
     // -1 like "unlimited": never read as an exhausted budget.
     this.safeWalSizeBytes.set(-1);
+  }
+}
+
+/**
+ * The health verdict of `outbox-relay status` (ops/status-report.ts), as the relay's HTTP server
+ * last read it (observability/health-watch.ts): the same verdict /readyz's body and the console
+ * show. Nothing is exported until the first reading.
+ */
+export class HealthMetrics {
+  readonly verdict: Gauge<'verdict'>;
+  readonly problems: Gauge<'problem'>;
+
+  constructor(registry: Registry) {
+    const r = [registry];
+    this.verdict = new Gauge({
+      name: 'outbox_health',
+      help: 'The health verdict of `outbox-relay status` (healthy, degraded, unhealthy; unknown: unreadable): 1 for the current one.',
+      labelNames: ['verdict'],
+      registers: r,
+    });
+    this.problems = new Gauge({
+      name: 'outbox_health_problems',
+      help: 'Problems of the health verdict, by id (e.g. dead_events, slot_inactive): 1 while present, else 0.',
+      labelNames: ['problem'],
+      registers: r,
+    });
   }
 }

@@ -1,4 +1,5 @@
 import { EXIT } from '../cli/exit-codes.ts';
+import type { Config } from '../config/load.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
 import { countEvents, type EventRecord, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
@@ -11,25 +12,32 @@ import { audit, confirm, type OpsContext } from './operator.ts';
 
 export const EVENTS_SUBCOMMANDS = ['list', 'count', 'show', 'resend', 'discard'] as const;
 
-/** `outbox-relay events <list|count|show|resend|discard> …` */
-export async function eventsCommand(ctx: OpsContext, args: string[]): Promise<number> {
+/** An `events` command line, checked: what to do, with nothing left to parse. */
+export type EventsInput =
+  | { sub: 'list' | 'count'; filter: EventFilter }
+  | { sub: 'show'; id: string }
+  | { sub: 'resend' | 'discard'; ids: string[]; filter: EventFilter | null };
+
+/**
+ * Everything about an `events` command line that needs no database (subcommand, ids, filters,
+ * times, statuses): checked before connecting, so bad input exits 64 even while the database is
+ * down. Whether the ids exist and are in the right state is checked by the command.
+ */
+export function parseEventsArgs(c: Config, args: string[]): EventsInput {
   const [sub, ...rest] = args;
-  const c = ctx.config;
   switch (sub) {
     case 'list':
-    case 'count': {
+    case 'count':
       noPositionals(sub, rest);
-      const f = parseFilter(filterOptions(c), { allowed: STATUSES, fallback: UNHEALTHY });
-      return sub === 'list' ? list(ctx, f) : count(ctx, f);
-    }
+      return { sub, filter: parseFilter(filterOptions(c), { allowed: STATUSES, fallback: UNHEALTHY }) };
     case 'show': {
       const ids = parseIds(rest);
       if (ids.length !== 1) throw new OpsInputError('events show takes exactly one event id');
-      return show(ctx, ids[0]!);
+      return { sub, id: ids[0]! };
     }
     case 'resend':
     case 'discard':
-      return resolve(ctx, sub, rest);
+      return { sub, ...resolveTargets(c, sub, rest) };
     default:
       throw new OpsInputError(
         `${sub === undefined ? 'missing' : `unknown`} events subcommand${sub ? ` ${JSON.stringify(sub)}` : ''} (use ${EVENTS_SUBCOMMANDS.join(', ')})`,
@@ -37,7 +45,22 @@ export async function eventsCommand(ctx: OpsContext, args: string[]): Promise<nu
   }
 }
 
-function filterOptions(c: OpsContext['config']): FilterOptions {
+/** `outbox-relay events <list|count|show|resend|discard> …`, its command line already checked. */
+export async function eventsCommand(ctx: OpsContext, input: EventsInput): Promise<number> {
+  switch (input.sub) {
+    case 'list':
+      return list(ctx, input.filter);
+    case 'count':
+      return count(ctx, input.filter);
+    case 'show':
+      return show(ctx, input.id);
+    case 'resend':
+    case 'discard':
+      return resolve(ctx, input.sub, input);
+  }
+}
+
+function filterOptions(c: Config): FilterOptions {
   return {
     status: c.status,
     since: c.since,
@@ -154,7 +177,7 @@ async function show(ctx: OpsContext, id: string): Promise<number> {
 }
 
 /** A filter that names no criterion would select every failed and dead event: that takes --all. */
-function hasCriterion(c: OpsContext['config']): boolean {
+function hasCriterion(c: Config): boolean {
   return [
     c.status?.length ? c.status : undefined,
     c.since,
@@ -167,8 +190,11 @@ function hasCriterion(c: OpsContext['config']): boolean {
 }
 
 /** resend / discard: ids, or --filter with the list filters (or --all); failed and dead events only. */
-async function resolve(ctx: OpsContext, action: 'resend' | 'discard', rest: string[]): Promise<number> {
-  const c = ctx.config;
+function resolveTargets(
+  c: Config,
+  action: 'resend' | 'discard',
+  rest: string[],
+): { ids: string[]; filter: EventFilter | null } {
   const ids = parseIds(rest);
   const byFilter = c.filter || c.all;
   if (ids.length > 0 && byFilter)
@@ -186,6 +212,15 @@ async function resolve(ctx: OpsContext, action: 'resend' | 'discard', rest: stri
   const filter = byFilter
     ? parseFilter(filterOptions(c), { allowed: RESOLVABLE, fallback: RESOLVABLE })
     : null;
+  return { ids, filter };
+}
+
+async function resolve(
+  ctx: OpsContext,
+  action: 'resend' | 'discard',
+  { ids, filter }: { ids: string[]; filter: EventFilter | null },
+): Promise<number> {
+  const c = ctx.config;
   const what = filter ? { filter: describeFilter(filter) } : { ids };
   // Validates before anything changes: every named id exists and is failed or dead.
   const plan = await selectTargets(ctx.db, ctx.table, filter ? { filter } : { ids }, RESOLVABLE);

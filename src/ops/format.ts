@@ -60,18 +60,8 @@ export function formatAge(seconds: number | null): string {
   return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
 }
 
-/** 1536 → "1.5 KiB". */
-export function formatBytes(n: number | null): string {
-  if (n === null) return '-';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n;
-  let u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
-}
+// Sizes are WAL sizes first (the slot watch logs them too): formatted beside the WAL budget.
+export { formatBytes } from '../sweeper/wal-budget.ts';
 
 export function truncate(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;

@@ -1,4 +1,6 @@
 import { EXIT } from '../cli/exit-codes.ts';
+import type { Config } from '../config/load.ts';
+import type { EventFilter } from '../lifecycle/filter.ts';
 import { STATUSES, type Status } from '../lifecycle/statuses.ts';
 import { describeFilter, parseFilter } from './event-filter.ts';
 import { OpsInputError } from './input-error.ts';
@@ -16,14 +18,14 @@ const FOLLOW_POLL_MS = 1000;
  *  2. above --confirm-above rows, ask (or --yes; without a terminal the answer is no: exit 64);
  *  3. copy in batches, with progress (total, rate, ETA);
  *  4. --follow: wait until every copy is published (exit 0) or settled with dead ones (exit 69).
+ * The command line (window, filters, statuses) is checked first, with no database (exit 64).
  */
-export async function replayCommand(ctx: OpsContext, args: string[]): Promise<number> {
-  const c = ctx.config;
+export function parseReplayArgs(c: Config, args: string[]): EventFilter {
   if (args.length) throw new OpsInputError(`replay takes no arguments, got ${args.join(' ')}`);
   if (c.since === undefined)
     throw new OpsInputError('replay needs --since (e.g. --since 2h or --since 2026-11-20T14:00Z)');
   if (c.dryRun && c.replayFollow) throw new OpsInputError('--dry-run inserts nothing to --follow');
-  const filter = parseFilter(
+  return parseFilter(
     {
       status: c.status,
       since: c.since,
@@ -35,6 +37,11 @@ export async function replayCommand(ctx: OpsContext, args: string[]): Promise<nu
     },
     { allowed: STATUSES, fallback: REPLAYABLE_BY_DEFAULT },
   );
+}
+
+/** Runs a replay whose command line parseReplayArgs checked (before connecting). */
+export async function replayCommand(ctx: OpsContext, filter: EventFilter): Promise<number> {
+  const c = ctx.config;
   const window = { includeReplays: c.includeReplays };
   const planned = await countReplay(ctx.db, ctx.table, filter, window);
   const range = (r: { count: number; firstId: string | null; lastId: string | null }) =>

@@ -1,7 +1,9 @@
 import { EXIT } from '../cli/exit-codes.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { currentRole } from '../replication/preflight.ts';
-import { sqlName } from '../replication/privileges.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { dropSlotOfThisDatabase } from '../store/slots.ts';
+import { sqlName } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
 import { OpsInputError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -17,7 +19,7 @@ import { audit, confirm, type OpsContext } from './operator.ts';
  * A dropped slot loses its position: the next `run` creates a new one that sees only later
  * commits; replay the gap with `outbox-relay replay --since …`.
  */
-export async function slotCommand(ctx: OpsContext, args: string[]): Promise<number> {
+export function parseSlotArgs(args: string[]): void {
   const [sub, ...rest] = args;
   if (sub !== 'drop') {
     throw new OpsInputError(
@@ -26,6 +28,10 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   }
   if (rest.length)
     throw new OpsInputError(`slot drop takes no arguments (the slot is --slot), got ${rest.join(' ')}`);
+}
+
+/** `slot drop`, its command line checked by parseSlotArgs (before connecting). */
+export async function slotCommand(ctx: OpsContext): Promise<number> {
   const slot = ctx.config.slot;
   await requireReplication(ctx);
   const row = await readSlot(ctx.db, slot);
@@ -49,19 +55,15 @@ export async function slotCommand(ctx: OpsContext, args: string[]): Promise<numb
   try {
     // The database is checked again in the statement itself: the name could have been dropped
     // and taken by another database since readSlot.
-    const dropped = await ctx.db.query(
-      'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
-      [slot],
-    );
-    if (dropped.rowCount !== 1) {
+    if (!(await dropSlotOfThisDatabase(ctx.db, slot))) {
       process.stderr.write(
         `outbox-relay: slot ${slot} is no longer a slot of this database; nothing changed\n`,
       );
       return EXIT.UNAVAILABLE;
     }
   } catch (e) {
-    // 55006: a relay took the slot between the check and the drop.
-    if ((e as { code?: string }).code === '55006') {
+    // object_in_use: a relay took the slot between the check and the drop.
+    if (sqlStateOf(e) === SqlState.OBJECT_IN_USE) {
       process.stderr.write(`outbox-relay: slot ${slot} became active; nothing changed\n`);
       return EXIT.UNAVAILABLE;
     }

@@ -2,7 +2,8 @@ import { EXIT } from '../cli/exit-codes.ts';
 import { OpsInputError } from './input-error.ts';
 import type { OpsContext } from './operator.ts';
 import { readStatus } from './status.ts';
-import { evaluate, formatStatus } from './status-report.ts';
+import { formatStatus } from './status-format.ts';
+import { evaluate } from './status-report.ts';
 
 /** Exit code of `status` when something is wrong (a health probe's "unhealthy"). */
 export const STATUS_UNHEALTHY = EXIT.UNAVAILABLE;

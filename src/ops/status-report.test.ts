@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { evaluate, formatStatus, type RelayStatus, type StatusSnapshot } from './status-report.ts';
+import { formatStatus } from './status-format.ts';
+import { evaluate, type RelayStatus, type StatusSnapshot } from './status-report.ts';
 
 const activeRelay: RelayStatus = {
   error: null,
@@ -30,6 +31,8 @@ function snapshot(
       activePid: 4242,
       walStatus: 'reserved',
       retainedWalBytes: 2048,
+      safeWalSizeBytes: null,
+      criticalBytes: 10 * 1024 ** 3,
       lagBytes: 0,
       confirmedFlushLsn: '0/16B3748',
       error: null,
@@ -42,15 +45,47 @@ function snapshot(
     oldestFailedAgeSeconds: 120,
     dead: 0,
     parkedAggregates: 1,
+    failing: [],
     ...over,
   };
 }
 
 describe('evaluate', () => {
-  it('healthy: active slot, publication ok, nothing dead (failed and parked alone are not unhealthy)', () => {
-    const r = evaluate(snapshot());
+  it('healthy: active slot, publication ok, nothing failed or dead', () => {
+    const r = evaluate(snapshot({ counts: { published: 10 }, parkedAggregates: 0 }));
+    expect(r.verdict).toBe('healthy');
+    expect(r.healthy).toBe(true);
+    expect(r.findings).toEqual([]);
+    expect(formatStatus(r)).toMatch(/\n\nhealthy$/);
+  });
+
+  it('degraded (still healthy, exit 0): failed and parked events, with their topic and the fix for their error', () => {
+    const r = evaluate(
+      snapshot({
+        failing: [
+          {
+            status: 'failed',
+            topic: 'outbox.event.Missing',
+            aggregateType: 'Missing',
+            reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+            count: 1,
+          },
+        ],
+      }),
+    );
+    expect(r.verdict).toBe('degraded');
     expect(r.healthy).toBe(true);
     expect(r.problems).toEqual([]);
+    expect(r.findings).toEqual([
+      expect.objectContaining({ id: 'failed_events', severity: 'warning', topics: ['outbox.event.Missing'] }),
+    ]);
+    expect(r.findings[0]!.text).toMatch(
+      /^1 failed event\(s\) \(outbox\.event\.Missing: UNKNOWN_TOPIC_OR_PARTITION\)/,
+    );
+    expect(r.findings[0]!.fix).toMatch(
+      /outbox\.event\.Missing: create the topic: kafka-topics\.sh .*--create --topic outbox\.event\.Missing.*then `outbox-relay events resend --filter --status failed --aggregate-type Missing`/,
+    );
+    expect(formatStatus(r)).toMatch(/\n\nDEGRADED\n {2}- warning: 1 failed event\(s\).*\n {6}fix: /);
     expect(formatStatus(r)).toMatch(/slot\s+outbox_relay: active \(pid 4242\), wal_status reserved/);
     expect(formatStatus(r)).toMatch(/retained WAL\s+2\.0 KiB/);
     expect(formatStatus(r)).toMatch(
@@ -59,13 +94,55 @@ describe('evaluate', () => {
     expect(formatStatus(r)).toMatch(/oldest failed\s+2m0s/);
     expect(formatStatus(r)).toMatch(/relay\s+active for 1h0m \(4242@relay-0, heartbeat 2s ago\)/);
     expect(formatStatus(r)).toMatch(/last progress\s+1s ago/);
-    expect(formatStatus(r)).toMatch(/\n\nhealthy$/);
+  });
+
+  it.each([
+    [
+      'lagging events',
+      snapshot({ counts: { pending: 5 }, oldestPendingAgeSeconds: 300 }),
+      'lag',
+      /oldest pending event is 5m0s old/,
+    ],
+    [
+      'a slot over --slot-critical-bytes',
+      snapshot({ counts: {} }, { retainedWalBytes: 20 * 1024 ** 3, safeWalSizeBytes: 1024 ** 3 }),
+      'slot_at_risk',
+      /retains 20\.0 GiB of WAL .*1\.0 GiB more and it is invalidated/,
+    ],
+  ])('degraded with %s', (_what, s, id, text) => {
+    const r = evaluate(s);
+    expect(r.verdict).toBe('degraded');
+    expect(r.findings.map((f) => f.id)).toEqual([id]);
+    expect(r.findings[0]!.text).toMatch(text);
+  });
+
+  it('dead events name their topics and reasons, and the fix of each', () => {
+    const r = evaluate(
+      snapshot({
+        dead: 3,
+        counts: { dead: 3 },
+        failing: [
+          { status: 'dead', topic: 'a', aggregateType: 'A', reason: 'UNKNOWN_TOPIC_OR_PARTITION', count: 2 },
+          { status: 'dead', topic: 'b', aggregateType: 'B', reason: 'MESSAGE_TOO_LARGE', count: 1 },
+        ],
+      }),
+    );
+    expect(r.verdict).toBe('unhealthy');
+    expect(r.problems).toEqual([
+      '3 dead event(s) (a: UNKNOWN_TOPIC_OR_PARTITION ×2, b: MESSAGE_TOO_LARGE): resend or discard them (outbox-relay events list --status dead)',
+    ]);
+    expect(r.findings[0]!.topics).toEqual(['a', 'b']);
+    expect(r.findings[0]!.fix).toMatch(/a: create the topic.*; b: raise the topic's max\.message\.bytes/);
+    expect(r.findings[0]!.fix).toMatch(
+      /then `outbox-relay events resend --filter --status dead` \(or discard them\)$/,
+    );
   });
 
   it.each([
     ['a missing slot', snapshot({}, { exists: false, active: null }), /slot outbox_relay does not exist/],
     ['an inactive slot', snapshot({}, { active: false }), /is not active/],
     ['a lost slot', snapshot({}, { walStatus: 'lost' }), /invalidated \(wal_status = lost\)/],
+    ['a slot about to be lost', snapshot({}, { walStatus: 'unreserved' }), /about to be invalidated/],
     [
       'a failed publication check',
       snapshot({
@@ -107,7 +184,9 @@ describe('evaluate', () => {
   ])('unhealthy with %s', (_what, s, problem) => {
     const r = evaluate(s);
     expect(r.healthy).toBe(false);
+    expect(r.verdict).toBe('unhealthy');
     expect(r.problems.join('\n')).toMatch(problem);
+    expect(r.findings.find((f) => f.severity === 'unhealthy')!.fix, 'says what to do').not.toBeNull();
     expect(formatStatus(r)).toMatch(/UNHEALTHY\n {2}- /);
   });
 });

@@ -1,17 +1,32 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import { statusCounts } from '../lifecycle/queries.ts';
+import { RESOLVABLE, sqlStatuses } from '../lifecycle/statuses.ts';
 import { checkDatabase } from '../replication/preflight.ts';
+import { type RouteConfig, topicFor } from '../route/router.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
+import { qualified } from '../store/sql-ident.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
-import { RELAY_STALE_SECONDS, type RelayStatus, type StatusSnapshot } from './status-report.ts';
+import { reasonOf } from './remedies.ts';
+import {
+  type FailingGroup,
+  RELAY_STALE_SECONDS,
+  type RelayStatus,
+  type StatusSnapshot,
+} from './status-report.ts';
 
-export interface StatusTarget {
+export interface StatusTarget extends Pick<RouteConfig, 'topicTemplate' | 'topicOverrides'> {
   schema: string;
   table: string;
   publication: string;
   slot: string;
+  /** Retained WAL at which the slot counts as at risk (--slot-critical-bytes; 0 = never). */
+  slotCriticalBytes?: number;
 }
+
+/** At most this many (status, aggregate type, event type, error) groups are read for the topics. */
+const FAILING_GROUPS_READ = 200;
 
 /**
  * Reads the slot, the preflight checks, the relay's recorded state and the outbox counts;
@@ -41,6 +56,7 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
   let oldestPending: number | null = null;
   let oldestFailed: number | null = null;
   let parkedAggregates = 0;
+  let failing: FailingGroup[] = [];
   // A missing table is reported by the preflight check above; the counts then stay empty.
   if (!publicationError?.includes('OUTBOX_TABLE_MISSING')) {
     const c = await statusCounts(db, t.schema, t.table);
@@ -48,6 +64,7 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
     oldestPending = c.oldestPendingAgeSeconds;
     oldestFailed = c.oldestFailedAgeSeconds;
     parkedAggregates = c.parkedAggregates;
+    if ((counts.failed ?? 0) + (counts.dead ?? 0) > 0) failing = await readFailing(db, t);
   }
   return {
     slot: {
@@ -58,6 +75,8 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
       walStatus: slot?.walStatus ?? null,
       // Unknown (not 0) once the slot is invalidated and its positions are gone.
       retainedWalBytes: slot?.restartLsn ? slot.retainedBytes : null,
+      safeWalSizeBytes: slot?.safeWalSizeBytes ?? null,
+      criticalBytes: t.slotCriticalBytes ?? 0,
       lagBytes: slot?.confirmedFlushLsn ? slot.confirmedLagBytes : null,
       confirmedFlushLsn: slot?.confirmedFlushLsn ?? null,
       error: slotError,
@@ -69,7 +88,50 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
     oldestFailedAgeSeconds: oldestFailed,
     dead: counts.dead ?? 0,
     parkedAggregates,
+    failing,
   };
+}
+
+/**
+ * Failed and dead events by topic and reason (the reason from last_error). The topic is not a
+ * column: it is routed again from the aggregate and event type, as the relay routed it. Reads
+ * the partial index of unsettled rows only.
+ */
+async function readFailing(db: pg.ClientBase, t: StatusTarget): Promise<FailingGroup[]> {
+  const rows = await db.query<{
+    status: 'failed' | 'dead';
+    aggregate_type: string;
+    event_type: string;
+    last_error: string | null;
+    n: string;
+  }>(
+    `SELECT status, aggregate_type, event_type, substring(last_error FROM '^[a-z]+/[A-Za-z_]+:') AS last_error,
+            count(*)::text AS n
+       FROM ${qualified(t.schema, t.table)} WHERE status IN ${sqlStatuses(RESOLVABLE)}
+      GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT ${FAILING_GROUPS_READ}`,
+  );
+  const groups = new Map<string, FailingGroup>();
+  for (const r of rows.rows) {
+    let topic: string;
+    try {
+      topic = topicFor({ aggregateType: r.aggregate_type, eventType: r.event_type }, t);
+    } catch {
+      topic = `(no topic for aggregate type ${JSON.stringify(r.aggregate_type)})`;
+    }
+    const reason = reasonOf(r.last_error);
+    const key = `${r.status}\0${topic}\0${reason}`;
+    const g = groups.get(key);
+    if (g) g.count += Number(r.n);
+    else
+      groups.set(key, {
+        status: r.status,
+        topic,
+        aggregateType: r.aggregate_type,
+        reason,
+        count: Number(r.n),
+      });
+  }
+  return [...groups.values()];
 }
 
 async function readRelay(db: pg.ClientBase, t: StatusTarget): Promise<RelayStatus> {
@@ -92,11 +154,11 @@ async function readRelay(db: pg.ClientBase, t: StatusTarget): Promise<RelayStatu
   try {
     r = await readRelayState(db, relayStateTable(t.schema, t.table), t.slot);
   } catch (e) {
-    const code = (e as { code?: string }).code;
-    // 42P01: not migrated yet; 42501: the role may not read it. Either way status still reports the rest.
-    if (code !== '42P01' && code !== '42501') throw e;
+    const code = sqlStateOf(e);
+    // Not migrated yet, or the role may not read it. Either way status still reports the rest.
+    if (code !== SqlState.UNDEFINED_TABLE && code !== SqlState.INSUFFICIENT_PRIVILEGE) throw e;
     const fix =
-      code === '42P01'
+      code === SqlState.UNDEFINED_TABLE
         ? ' (run `outbox-relay migrate`)'
         : ` (GRANT SELECT ON ${t.schema}.${t.table}_relay_state)`;
     return { ...none, error: `${errorMessage(e)}${fix}` };

@@ -1,5 +1,6 @@
+import { isUtf8 } from 'node:buffer';
 import pg from 'pg';
-import { UnreadableValue } from '../route/row-check.ts';
+import { NotUtf8Value, UnreadableValue } from '../route/row-check.ts';
 import { isMicrosecondParser, timestamptzFromBinary } from '../route/timestamptz.ts';
 
 /** pg's parser for a type's text (pg.types.getTypeParser), as pgoutput's RELATION message gives the type. */
@@ -29,6 +30,29 @@ const TIMESTAMPTZ = 1184;
 const NUMERIC = 1700;
 const UUID = 2950;
 const JSONB = 3802;
+
+/** Types whose binary send format is their text (jsonb: a version byte, then its text). */
+const TEXT_IN_BINARY: ReadonlySet<number> = new Set([TEXT, VARCHAR, BPCHAR, NAME, JSON_, JSONB]);
+
+/**
+ * When the stream carries a SQL_ASCII database's bytes unconverted (replication/connection.ts):
+ * a text value the relay reads whose bytes are not UTF-8, as a NotUtf8Value (its row fails its
+ * check: route/row-check.ts); null for a good value, or a value that is not text.
+ */
+export function notUtf8(
+  data: Buffer,
+  start: number,
+  end: number,
+  binary: boolean,
+  typeOid: number,
+): NotUtf8Value | null {
+  if (binary && !TEXT_IN_BINARY.has(typeOid)) return null;
+  const bytes = data.subarray(start, end);
+  if (isUtf8(bytes)) return null;
+  let k = 0;
+  while (k < bytes.length && bytes[k]! < 0x80) k++;
+  return new NotUtf8Value(k, bytes[k] ?? 0);
+}
 
 /**
  * The types whose binary send format readBinaryValue reads. The relay asks pgoutput for binary

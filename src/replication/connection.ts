@@ -27,7 +27,7 @@ export interface StreamHandlers {
    */
   onData(data: Buffer, start: number, end: number): void;
   /** Right before START_REPLICATION goes out: how the stream will be read. */
-  onStart?(info: { binary: boolean; stableBuffers: boolean }): void;
+  onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean }): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
 }
@@ -88,6 +88,23 @@ export async function binaryPossible(client: pg.ClientBase, publication: string)
   );
 }
 
+/**
+ * In a SQL_ASCII database, streams its bytes as they are stored. A text column there holds any
+ * bytes, and the walsender converts every value it sends to the client encoding (pg's startup
+ * sets UTF8): one value that is not UTF-8 fails the stream itself (22021, `invalid byte sequence
+ * for encoding "UTF8"`) at every start, a poison position that stops every later event. With the
+ * database's own encoding as the client encoding nothing is converted, so the row reaches the
+ * relay, which checks its text values (decoder.ts checkUtf8) and makes a bad one its event's
+ * permanent failure. Other encodings convert to UTF8 without loss: nothing to do. true = the
+ * stream is unconverted.
+ */
+export async function streamUnconverted(client: pg.ClientBase): Promise<boolean> {
+  const r = await client.query<{ server_encoding: string }>('SHOW server_encoding').catch(() => null);
+  if (r?.rows[0]?.server_encoding !== 'SQL_ASCII') return false;
+  await client.query(`SET client_encoding = 'SQL_ASCII'`);
+  return true;
+}
+
 export interface StartOptions {
   slot: string;
   publication: string;
@@ -146,6 +163,7 @@ export class ReplicationConnection {
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
     this.#binary = await binaryPossible(this.#client, opts.publication);
+    const unconverted = await streamUnconverted(this.#client);
     const connection = this.#connection;
     const onCopyData = (chunk: Buffer, start: number, end: number) => {
       const tag = chunk[start];
@@ -175,7 +193,7 @@ export class ReplicationConnection {
       });
       stableBuffers = reader.stable;
     } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
-    handlers.onStart?.({ binary: this.#binary, stableBuffers });
+    handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted });
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
       .join(', ');

@@ -10,7 +10,7 @@ import {
   relation,
   type Value,
 } from '../../test/support/pgoutput.ts';
-import { rowToEvent } from '../lifecycle/outbox-row.ts';
+import { rowToEvent } from '../route/outbox-row.ts';
 import { OutboxDecoder, outboxRelation, READ_COLUMNS, readOutboxInsert, unixMs } from './decoder.ts';
 import { parseLsn } from './lsn.ts';
 

@@ -1,7 +1,7 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
-import type { OutboxRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxEvent } from '../route/event.ts';
-import { readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
+import type { OutboxRow } from '../route/outbox-row.ts';
+import { notUtf8, readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */
@@ -36,6 +36,11 @@ export class OutboxDecoder {
    * CopyReader): a bytea value is then a view of its message, not a copy.
    */
   keepViews = false;
+  /**
+   * Whether text values arrive unconverted from a SQL_ASCII database (onStart's `unconverted`):
+   * each text value the relay reads is then checked to be UTF-8 (binary-values.ts notUtf8).
+   */
+  checkUtf8 = false;
   /** What decode() returns for an event: one object, reused (no wrapper to allocate per row). */
   readonly #event: { kind: 'event'; event: OutboxEvent } = { kind: 'event', event: undefined as never };
   /** readOutboxValues' output, reused for every row (each event takes the values it needs). */
@@ -110,7 +115,7 @@ export class OutboxDecoder {
     const outbox = this.#outbox.get(oid);
     if (outbox) {
       const v = this.#values;
-      if (!readOutboxValues(data, outbox, v, this.keepViews, start, end))
+      if (!readOutboxValues(data, outbox, v, this.keepViews, start, end, this.checkUtf8))
         throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
       // A row's values are judged later, per event (route/row-check.ts).
       this.#event.event = eventOf(v, this.#commitLsn, this.#commitTimeMs, this.#xid);
@@ -249,6 +254,7 @@ export function readOutboxValues(
   keepViews = false,
   from = 0,
   to = data.length,
+  checkUtf8 = false,
 ): boolean {
   if (to - from < 8 || data[from + 5] !== NEW_TUPLE) return false;
   const n = data.readInt16BE(from + 6);
@@ -272,6 +278,13 @@ export function readOutboxValues(
     p = end;
     if (f < 0) continue;
     const typeOid = rel.typeOid[i]!;
+    if (checkUtf8) {
+      const bad = notUtf8(data, start, end, kind === BINARY, typeOid);
+      if (bad) {
+        v[f] = bad;
+        continue;
+      }
+    }
     const memo = rel.memo[i];
     if (memo) v[f] = memo.read(data, start, end, rel.parser[i]!);
     else if (kind === BINARY) v[f] = readBinaryValue(data, start, end, typeOid, rel.parser[i]!, keepViews);

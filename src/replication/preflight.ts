@@ -1,8 +1,10 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
-import { qualified as qualifiedName } from '../store/sql-ident.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { createSlot, readSlotRow, type SlotRow, slotCapacity, slotOwnershipError } from '../store/slots.ts';
+import { qualified as qualifiedName, sqlName } from '../store/sql-ident.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
-import { grantOn, RELAY_STATE_PRIVILEGES, relayTablePrivileges, sqlName } from './privileges.ts';
+import { grantOn, RELAY_STATE_PRIVILEGES, relayTablePrivileges } from './privileges.ts';
 
 export interface PreflightTarget {
   schema: string;
@@ -197,44 +199,6 @@ function quoteForRegclass(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
 
-interface SlotRow {
-  plugin: string | null;
-  slot_type: string;
-  database: string | null;
-  active: boolean;
-  active_pid: number | null;
-  wal_status: string | null;
-  confirmed_flush_lsn: string | null;
-  current_db: string;
-}
-
-async function slotRow(db: pg.ClientBase, slot: string): Promise<SlotRow | undefined> {
-  return (
-    await db.query<SlotRow>(
-      `SELECT plugin, slot_type, database, active, active_pid, wal_status, confirmed_flush_lsn::text,
-              current_database() AS current_db
-         FROM pg_replication_slots WHERE slot_name = $1`,
-      [slot],
-    )
-  ).rows[0];
-}
-
-/**
- * Slot names are global to a PostgreSQL cluster, a logical slot belongs to one database: a slot
- * of this name on another database is never ours to read, stream, advance or drop.
- */
-export function slotOwnershipError(
-  slot: string,
-  slotDatabase: string | null,
-  currentDatabase: string,
-): RelayError {
-  return new RelayError(
-    ErrorCode.SLOT_OTHER_DATABASE,
-    `slot ${slot} belongs to database ${slotDatabase ?? '(none: a physical slot)'}, not to ${currentDatabase} (the database of --database-url); slot names are global to the cluster`,
-    { details: { slot, slotDatabase, currentDatabase } },
-  );
-}
-
 /** A slot that exists but cannot be the relay's: another plugin, a physical slot, another database, lost. */
 function assertUsable(slot: string, s: SlotRow): void {
   if (s.slot_type !== 'logical' || s.plugin !== 'pgoutput') {
@@ -252,7 +216,7 @@ function assertUsable(slot: string, s: SlotRow): void {
  * SLOT_WRONG_PLUGIN / SLOT_OTHER_DATABASE / SLOT_INVALIDATED.
  */
 export async function checkSlot(db: pg.ClientBase, slot: string): Promise<'missing' | 'ok'> {
-  const s = await slotRow(db, slot);
+  const s = await readSlotRow(db, slot);
   if (!s) return 'missing';
   assertUsable(slot, s);
   return 'ok';
@@ -269,26 +233,23 @@ export async function checkSlot(db: pg.ClientBase, slot: string): Promise<'missi
  *  - exists, inactive → its confirmed_flush_lsn is where streaming resumes
  */
 export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotState> {
-  let s = await slotRow(db, slot);
+  let s = await readSlotRow(db, slot);
   let created = false;
   if (!s) {
-    const limit = await db.query<{ used: string; max: string }>(
-      `SELECT (SELECT count(*) FROM pg_replication_slots)::text AS used, current_setting('max_replication_slots') AS max`,
-    );
-    const { used, max } = limit.rows[0]!;
-    if (Number(used) >= Number(max)) {
+    const { used, max } = await slotCapacity(db);
+    if (used >= max) {
       throw new RelayError(
         ErrorCode.SLOT_LIMIT_REACHED,
         `cannot create slot ${slot}: all ${max} replication slots (max_replication_slots) are in use`,
       );
     }
     try {
-      await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+      await createSlot(db, slot);
       created = true;
     } catch (e) {
-      // 42710: created concurrently (by another relay, or on another database); read it like an existing one.
-      if ((e as { code?: string }).code !== '42710') {
-        if ((e as { code?: string }).code === '53400') {
+      // duplicate_object: created concurrently (by another relay, or on another database); read it like an existing one.
+      if (sqlStateOf(e) !== SqlState.DUPLICATE_OBJECT) {
+        if (sqlStateOf(e) === SqlState.CONFIGURATION_LIMIT_EXCEEDED) {
           throw new RelayError(
             ErrorCode.SLOT_LIMIT_REACHED,
             `cannot create slot ${slot}: ${(e as Error).message}`,
@@ -298,7 +259,7 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
         throw e;
       }
     }
-    s = await slotRow(db, slot);
+    s = await readSlotRow(db, slot);
     if (!s)
       throw new RelayError(ErrorCode.SLOT_INVALIDATED, `slot ${slot} vanished right after it was created`, {
         retriable: true,

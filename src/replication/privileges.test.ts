@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../errors.ts';
-import { grantOn, privilegeError, relayTablePrivileges, sqlName } from './privileges.ts';
+import { sqlName } from '../store/sql-ident.ts';
+import { grantOn, privilegeError, relayTablePrivileges } from './privileges.ts';
 
 const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
 

@@ -1,4 +1,6 @@
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { SqlState } from '../store/pg-errors.ts';
+import { sqlName } from '../store/sql-ident.ts';
 
 /**
  * What each role needs (docs/deployment.md, "Roles: least privilege"), and how a missing
@@ -16,17 +18,15 @@ export function relayTablePrivileges(prune: boolean | undefined): string[] {
  */
 export const RELAY_STATE_PRIVILEGES = ['SELECT', 'UPDATE'];
 
-/** An identifier as an operator would type it: quoted only when it has to be. */
-export function sqlName(...parts: string[]): string {
-  return parts.map((p) => (/^[a-z_][a-z0-9_$]*$/.test(p) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
-}
-
 export function grantOn(privileges: string[], object: string, role: string): string {
   return `GRANT ${privileges.join(', ')} ON ${object} TO ${sqlName(role)};`;
 }
 
 /** SQLSTATEs of a refused privilege: insufficient_privilege, invalid_grant_operation. */
-const PRIVILEGE_SQLSTATE = new Set(['42501', '0LP01']);
+const PRIVILEGE_SQLSTATE = new Set<string>([
+  SqlState.INSUFFICIENT_PRIVILEGE,
+  SqlState.INVALID_GRANT_OPERATION,
+]);
 
 /**
  * A privilege error from any statement (the relay's or an operator command's) as

@@ -1,5 +1,3 @@
-import type { Lsn } from '../replication/lsn.ts';
-
 /** One outbox row as decoded from the replication stream. */
 export interface OutboxEvent {
   /** outbox.id (bigint), kept as text: it may exceed 2^53. */
@@ -14,8 +12,8 @@ export interface OutboxEvent {
   headers: Record<string, unknown>;
   traceparent: string | null;
   createdAt: Date;
-  /** Commit LSN of the transaction that inserted the row. */
-  lsn: Lsn;
+  /** Commit LSN of the transaction that inserted the row (an Lsn: replication/lsn.ts). */
+  lsn: bigint;
   /** Commit time of that transaction (ms since epoch), for end-to-end lag. */
   commitTimeMs: number;
   /**

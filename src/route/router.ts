@@ -1,5 +1,5 @@
 import type { OutboundMessage, OutboxEvent } from './event.ts';
-import { checkEvent, quote } from './row-check.ts';
+import { checkEvent, hasNotUtf8Value, quote } from './row-check.ts';
 import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
 
 export interface RouteConfig {
@@ -30,7 +30,7 @@ export const DEFAULT_TOPIC_TEMPLATE = 'outbox.event.{aggregate_type}';
  * ROUTE (no legal topic), ROW_INVALID (a column's value breaks the table's contract),
  * ROW_UNEXPECTED (anything else thrown on the way, e.g. by an encoder).
  */
-export type RouteReason = 'ROUTE' | 'ROW_INVALID' | 'ROW_UNEXPECTED';
+export type RouteReason = 'ROUTE' | 'ROW_INVALID' | 'ROW_ENCODING' | 'ROW_UNEXPECTED';
 
 /** Raised when a row cannot be routed: permanent for that event (it will not route better on retry). */
 export class RouteError extends Error {
@@ -122,7 +122,7 @@ export const HEADER = {
 /** Pure: turns a decoded row into the message a sink publishes. */
 export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
   const invalid = checkEvent(event);
-  if (invalid) throw new RouteError(invalid, 'ROW_INVALID');
+  if (invalid) throw new RouteError(invalid, hasNotUtf8Value(event) ? 'ROW_ENCODING' : 'ROW_INVALID');
   const topic = topicFor(event, cfg);
   const format = valueFormatFor(
     event.aggregateType,

@@ -1,5 +1,7 @@
-import { TRACEPARENT } from '../sdk/trace-context.ts';
 import type { OutboxEvent } from './event.ts';
+
+/** W3C traceparent, version 00 layout; version ff is forbidden by the spec (the SDK checks it too). */
+export const TRACEPARENT = /^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /**
  * Rows are hostile input (design.md §7): the outbox table may be user-owned or hand-made, with
@@ -33,6 +35,41 @@ export class UnreadableValue {
   }
 }
 
+/**
+ * A text value whose bytes are not UTF-8. A SQL_ASCII database stores any bytes in a text
+ * column; converted for a UTF8 client, such a value fails the walsender itself (22021) at every
+ * stream start — the whole stream stops at that row. So in a SQL_ASCII database the relay streams
+ * with the database's own encoding (no conversion: replication/connection.ts) and the decoder
+ * checks the text values it reads, marking a bad one with this: its row becomes its event's
+ * permanent failure (ROW_ENCODING, recorded 'discarded': the sweeper could not read it back
+ * through a UTF8 connection either), and the stream goes on.
+ */
+export class NotUtf8Value {
+  /** Where the first byte that is not ASCII sits in the value, and what it is. */
+  readonly offset: number;
+  readonly byte: number;
+
+  constructor(offset: number, byte: number) {
+    this.offset = offset;
+    this.byte = byte;
+  }
+}
+
+/** Whether a column of the row holds bytes that are not UTF-8 (see NotUtf8Value). */
+export function hasNotUtf8Value(e: OutboxEvent): boolean {
+  // The event's types say string; a hostile row's values may be anything (the check's premise).
+  const values: readonly unknown[] = [
+    e.eventId,
+    e.aggregateType,
+    e.aggregateId,
+    e.eventType,
+    e.contentType,
+    e.headers,
+    e.traceparent,
+  ];
+  return values.some((v) => v instanceof NotUtf8Value);
+}
+
 /** The way out for one bad row (docs/operator-cli.md). */
 const FIX_ROW =
   'correct the row (UPDATE … WHERE id = <id>) and `outbox-relay events resend <id>`, or `outbox-relay events discard <id>`';
@@ -41,7 +78,9 @@ export function checkEvent(e: OutboxEvent): string | null {
   const fixNull = (column: string, why: string) =>
     `${column} is NULL: ${why}. Fix: ${FIX_ROW}; restore the column's NOT NULL constraint (docs/outbox-table.md)`;
   const fixType = (column: string, value: unknown, want: string) =>
-    `${column} is ${describe(value)}, not ${want}. Fix: ${FIX_ROW}; give the column the type in docs/outbox-table.md`;
+    value instanceof NotUtf8Value
+      ? `${column} holds ${describe(value)}`
+      : `${column} is ${describe(value)}, not ${want}. Fix: ${FIX_ROW}; give the column the type in docs/outbox-table.md`;
 
   if (e.eventId === null || e.eventId === undefined)
     return fixNull('event_id', 'consumers deduplicate on the event id');
@@ -81,9 +120,12 @@ function checkHeaders(headers: unknown): string | null {
     headers === null ||
     typeof headers !== 'object' ||
     Array.isArray(headers) ||
-    headers instanceof UnreadableValue
+    headers instanceof UnreadableValue ||
+    headers instanceof NotUtf8Value
   )
-    return `headers is ${describe(headers)}, not a JSON object. ${fix}`;
+    return headers instanceof NotUtf8Value
+      ? `headers holds ${describe(headers)}`
+      : `headers is ${describe(headers)}, not a JSON object. ${fix}`;
   for (const name in headers) {
     if (!Object.hasOwn(headers, name)) continue;
     const value = (headers as Record<string, unknown>)[name];
@@ -101,6 +143,8 @@ function describe(v: unknown): string {
   if (v instanceof Date) return 'an invalid timestamp';
   if (v instanceof UnreadableValue)
     return `a value of type OID ${v.typeOid} in binary format, which the relay does not read`;
+  if (v instanceof NotUtf8Value)
+    return `bytes that are not UTF-8 (0x${v.byte.toString(16).padStart(2, '0')} at byte ${v.offset}; the database's encoding is SQL_ASCII, which stores any bytes), so no message can carry it as text; the row is recorded 'discarded' (convert the bytes to UTF-8, then \`outbox-relay replay --event-id <event_id>\`)`;
   if (Buffer.isBuffer(v)) return 'bytes';
   if (typeof v === 'object') return 'an object';
   if (typeof v === 'string') return `the string ${quote(v)}`;

@@ -1,7 +1,7 @@
 import { type DescMessage, type Message, toBinary } from '@bufbuild/protobuf';
 import { HEADER } from '../route/router.ts';
+import { TRACEPARENT } from '../route/row-check.ts';
 import { OutboxValidationError } from './errors.ts';
-import { TRACEPARENT } from './trace-context.ts';
 
 /** A protobuf-es v2 message and its schema, e.g. `{ schema: OrderPlacedSchema, message: create(OrderPlacedSchema, {...}) }`. */
 export interface ProtobufPayload {

@@ -1,3 +1,4 @@
+import { EVENT_COLUMNS } from '../route/outbox-row.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { OutboxTransactionError, OutboxValidationError } from './errors.ts';
 import { type OutboxEventInput, type OutboxRowValues, toRowValues } from './event-input.ts';
@@ -38,17 +39,8 @@ export interface Outbox {
   enqueueMany(executor: SqlExecutor, events: readonly OutboxEventInput[]): Promise<EnqueuedEvent[]>;
 }
 
-const COLUMNS = [
-  'event_id',
-  'aggregate_type',
-  'aggregate_id',
-  'event_type',
-  'payload',
-  'content_type',
-  'headers',
-  'traceparent',
-];
-/** Explicit casts make the statement independent of how a driver types its parameters. */
+const COLUMNS = EVENT_COLUMNS;
+/** Explicit casts (one per column of EVENT_COLUMNS, in its order) make the statement independent of how a driver types its parameters. */
 const CASTS = ['uuid', 'text', 'text', 'text', 'bytea', 'text', 'jsonb', 'text'];
 /** PostgreSQL's limit of 65,535 bind parameters per statement. */
 export const MAX_ROWS_PER_INSERT = Math.floor(65_535 / COLUMNS.length);

@@ -1,3 +1,4 @@
+import { SqlState } from '../store/pg-errors.ts';
 import { OutboxTransactionError } from './errors.ts';
 
 /**
@@ -39,8 +40,8 @@ export function protocolTxState(executor: object): TxState {
   }
 }
 
-const NO_ACTIVE_SQL_TRANSACTION = '25P01';
-export const IN_FAILED_SQL_TRANSACTION = '25P02';
+const NO_ACTIVE_SQL_TRANSACTION = SqlState.NO_ACTIVE_SQL_TRANSACTION;
+export const IN_FAILED_SQL_TRANSACTION = SqlState.IN_FAILED_SQL_TRANSACTION;
 
 export const ABORTED_FIX = 'Fix: ROLLBACK and retry the whole unit of work.';
 

@@ -24,8 +24,6 @@ export interface TraceContext {
 
 const TRACE_ID = /^(?!0{32}$)[0-9a-f]{32}$/;
 const SPAN_ID = /^(?!0{16}$)[0-9a-f]{16}$/;
-/** version 00 layout; version ff is forbidden by the spec. */
-export const TRACEPARENT = /^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** `00-<trace-id>-<span-id>-<flags>`, or null for an invalid (e.g. non-recording, all-zero) context. */
 export function formatTraceparent(sc: SpanContextLike): string | null {

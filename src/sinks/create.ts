@@ -2,10 +2,25 @@ import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { KafkaSink } from './kafka.ts';
+import { NatsSink } from './nats/nats-sink.ts';
+import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
 
 export function createSink(c: Config, log: Logger): Sink {
-  const sink = c.sink === 'stdout' ? new StdoutSink() : new KafkaSink(c, log);
+  const sink = brokerSink(c, log);
   return c.schemaRegistryUrl ? new SchemaRegistrySink(sink, c) : sink;
+}
+
+function brokerSink(c: Config, log: Logger): Sink {
+  switch (c.sink) {
+    case 'stdout':
+      return new StdoutSink();
+    case 'nats':
+      return new NatsSink(c, log);
+    case 'rabbitmq':
+      return new RabbitMqSink(c, log);
+    default:
+      return new KafkaSink(c, log);
+  }
 }

@@ -4,14 +4,11 @@
  * topic, the ACLs or the message. Everything else (and anything unknown) is
  * transient: stall, back off, retry, never confirm past it.
  */
-export type ErrorClass = 'permanent' | 'transient';
+import type { Classified, ErrorClass } from '../errors.ts';
 
-export interface Classified {
-  class: ErrorClass;
-  /** Kafka error type (e.g. TOPIC_AUTHORIZATION_FAILED) or kafkajs error name. */
-  reason: string;
-  message: string;
-}
+// The shared classification lives in errors.ts (the lifecycle and other sinks use it too);
+// re-exported for this folder's files. reason here: a Kafka error type or kafkajs error name.
+export type { Classified, ErrorClass };
 
 /** Kafka protocol error types that are permanent for the event that hit them. */
 export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {

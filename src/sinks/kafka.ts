@@ -11,9 +11,13 @@ import {
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { OutboundMessage } from '../route/event.ts';
+import { type KnownTopic, knownTopics } from '../route/topic-settings.ts';
+import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
+import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
+import { logCreator } from './kafkajs-log.ts';
 import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
@@ -42,7 +46,28 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaCompression'
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
->;
+> &
+  Partial<
+    Pick<
+      Config,
+      | 'kafkaTopics'
+      | 'kafkaTopicPartitions'
+      | 'kafkaTopicReplicationFactor'
+      | 'kafkaTopicConfig'
+      | 'kafkaTopicOverrides'
+      | 'topicTemplate'
+      | 'topicOverrides'
+    >
+  >;
+
+function topicSettingsOf(c: KafkaSinkConfig) {
+  return {
+    kafkaTopicPartitions: c.kafkaTopicPartitions ?? 0,
+    kafkaTopicReplicationFactor: c.kafkaTopicReplicationFactor ?? 0,
+    kafkaTopicConfig: c.kafkaTopicConfig ?? {},
+    kafkaTopicOverrides: c.kafkaTopicOverrides ?? {},
+  };
+}
 
 function ssl(c: KafkaSinkConfig) {
   if (!c.kafkaSsl && !c.kafkaSslCaFile && !c.kafkaSslCertFile) return undefined;
@@ -67,25 +92,6 @@ function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | unde
     username: c.kafkaSaslUsername ?? '',
     password: c.kafkaSaslPassword ?? '',
   } as SASLOptions;
-}
-
-/**
- * kafkajs warnings that do not apply to the relay. kafkajs warns that limited retries "may
- * invalidate EoS guarantees" of an idempotent producer: the relay promises at-least-once, not
- * exactly-once, and its own loop re-sends a failed batch, in order, until the broker
- * acknowledges it (duplicates are deduplicated by event_id downstream).
- */
-const NOT_APPLICABLE = [/^Limiting retries for the idempotent producer may invalidate EoS guarantees/];
-
-/** kafkajs log levels → pino; kafkajs is chatty at info, so only warnings and errors pass. */
-function logCreator(log: Logger) {
-  return () =>
-    ({ level, log: entry }: { level: number; log: { message: string } & Record<string, unknown> }) => {
-      const { message, timestamp: _t, logger: _l, ...rest } = entry;
-      if (NOT_APPLICABLE.some((p) => p.test(message))) log.debug(rest, `kafkajs: ${message}`);
-      else if (level === logLevel.ERROR) log.error(rest, `kafkajs: ${message}`);
-      else if (level === logLevel.WARN) log.warn(rest, `kafkajs: ${message}`);
-    };
 }
 
 /**
@@ -115,6 +121,9 @@ export class KafkaSink implements Sink {
   unacknowledgedSends = 0;
   /** OAUTHBEARER tokens (null for other mechanisms). */
   readonly tokens: TokenCache | null;
+  /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
+  readonly #topics: TopicProvisioner;
+  readonly #known: KnownTopic[];
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
@@ -164,12 +173,30 @@ export class KafkaSink implements Sink {
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
     };
     this.#producer = this.#kafka.producer(this.#producerConfig);
-    this.#compression = c.kafkaCompression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
+    // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.
+    registerKafkajsCodecs();
+    this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
     this.#timeout = c.kafkaRequestTimeoutMs;
+    this.#topics = new TopicProvisioner(this.#kafka, c.kafkaTopics ?? 'off', topicSettingsOf(c), log);
+    this.#known = knownTopics(
+      { topicTemplate: c.topicTemplate ?? '', topicOverrides: c.topicOverrides ?? {} },
+      topicSettingsOf(c),
+    );
   }
 
   async start(): Promise<void> {
+    await this.#topics.start(this.#known);
     await this.#connect();
+  }
+
+  /** The configured topics' state (`outbox-relay check`), whatever --kafka-topics says. */
+  topicReport(): Promise<TopicReport[]> {
+    return this.#topics.report(this.#known);
+  }
+
+  /** Topics this sink created (--kafka-topics create). */
+  get createdTopics(): readonly string[] {
+    return this.#topics.created;
   }
 
   #connect(): Promise<void> {
@@ -207,6 +234,13 @@ export class KafkaSink implements Sink {
       }
       topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
     }
+    if (this.#topics.mode !== 'off')
+      await this.#topics.ensure(
+        topicMessages.map((t) => ({
+          topic: t.topic,
+          aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
+        })),
+      );
     await this.#connect();
     const producer = this.#producer;
     const builtBefore = produceRequestsBuilt();

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { codecById } from './kafka-codecs.ts';
 import { encodeProduceBody, type ProduceArgs } from './produce-encoder.ts';
 
 /**
@@ -7,8 +8,9 @@ import { encodeProduceBody, type ProduceArgs } from './produce-encoder.ts';
  * function of kafkajs' Produce request definition (src/protocol/requests/produce/index.js),
  * which each broker calls per request to pick the versioned request builder. The wrapper
  * keeps kafkajs' request object (api key, version, response parser) and replaces only its
- * `encode` — for versions 3 to 7 (record batches, magic 2) and no compression; everything
- * else, and any message the fast encoder does not take, goes through kafkajs' own `encode`.
+ * `encode` — for versions 3 to 7 (record batches, magic 2), uncompressed or compressed by a codec
+ * of src/sinks/kafka-codecs.ts; everything else, and any message the fast encoder does not
+ * take, goes through kafkajs' own `encode`.
  *
  * Robustness: the entry point is looked up by path in the kafkajs that `import 'kafkajs'`
  * resolves to; when its shape is not the expected one (another kafkajs version), nothing is
@@ -71,9 +73,11 @@ export function installProduceEncoder(): boolean {
       const built = build(args);
       if (version < 3 || version > 7) return built;
       const kafkajsEncode = built.request.encode;
-      if ((args.compression ?? NONE) !== NONE || typeof kafkajsEncode !== 'function') return built;
+      const compression = args.compression ?? NONE;
+      const codec = compression === NONE ? undefined : codecById(compression);
+      if ((compression !== NONE && !codec) || typeof kafkajsEncode !== 'function') return built;
       built.request.encode = async () => {
-        const body = encodeProduceBody(args, Date.now(), FRAMING_ROOM);
+        const body = encodeProduceBody(args, Date.now(), FRAMING_ROOM, codec);
         if (!body) return kafkajsEncode();
         // kafkajs' request framing copies from an Encoder (`buf`, `offset`); a 1-byte one, then
         // ours, which carries the room in front of the body for the framing (see adoptInto).

@@ -1,5 +1,5 @@
+import type { Classified } from '../errors.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import type { Classified } from './kafka-errors.ts';
 import type { Sink } from './sink.ts';
 
 /**

@@ -1,5 +1,5 @@
+import type { Classified } from '../errors.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import type { Classified } from './kafka-errors.ts';
 
 /**
  * Where events go. publish() resolves only once the destination acknowledged every

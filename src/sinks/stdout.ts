@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream';
+import type { Classified } from '../errors.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import type { Classified } from './kafka-errors.ts';
 import { encodeLines } from './ndjson.ts';
 import type { Sink } from './sink.ts';
 

@@ -2,12 +2,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
-import { insertInitialProgress, progressTable } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
-import { slotOwnershipError } from '../replication/preflight.ts';
-import { sqlName } from '../replication/privileges.ts';
+import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
+import { insertInitialProgress, progressTable } from './progress-table.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
-import { ident, qualified } from './sql-ident.ts';
+import { createSlot, readSlotRow, slotOwnershipError } from './slots.ts';
+import { ident, qualified, sqlName } from './sql-ident.ts';
 
 export const SQL_DIR = fileURLToPath(new URL('../../sql/', import.meta.url));
 
@@ -62,11 +62,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
   const lockKey = `pg-outbox-relay/migrate/${t.schema}.${t.table}`;
   const applied: string[] = [];
   if (t.slot) {
-    const other = await client.query<{ database: string | null; current_db: string }>(
-      'SELECT database, current_database() AS current_db FROM pg_replication_slots WHERE slot_name = $1',
-      [t.slot],
-    );
-    const o = other.rows[0];
+    const o = await readSlotRow(client, t.slot);
     if (o && o.database !== o.current_db) throw slotOwnershipError(t.slot, o.database, o.current_db);
   }
   await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [lockKey]);
@@ -138,7 +134,7 @@ async function migratePrivilegeError(
   schema: string,
 ): Promise<RelayError | null> {
   const cause = e instanceof RelayError && e.code === ErrorCode.MIGRATION_FAILED ? e.cause : e;
-  if ((cause as { code?: string }).code !== '42501') return null;
+  if (sqlStateOf(cause) !== SqlState.INSUFFICIENT_PRIVILEGE) return null;
   const role = await client
     .query<{ u: string }>('SELECT current_user AS u')
     .then((r) => sqlName(r.rows[0]!.u))
@@ -155,12 +151,7 @@ const UNUSED_SLOT =
 
 /** Creates the slot if missing; warns loudly while no relay streams from it. */
 async function ensureMigrationSlot(client: pg.ClientBase, slot: string, log?: Logger): Promise<string[]> {
-  const r = await client.query<{ active: boolean; database: string | null; retained: string | null }>(
-    `SELECT active, database, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained
-       FROM pg_replication_slots WHERE slot_name = $1`,
-    [slot],
-  );
-  const s = r.rows[0];
+  const s = await readSlotRow(client, slot);
   if (s) {
     if (!s.active)
       log?.warn(
@@ -170,12 +161,12 @@ async function ensureMigrationSlot(client: pg.ClientBase, slot: string, log?: Lo
     return [];
   }
   try {
-    await client.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+    await createSlot(client, slot);
   } catch (e) {
-    const code = (e as { code?: string }).code;
-    // 42710: created concurrently (another migrate, a relay, or another database: the relay's
+    const code = codeOf(e);
+    // duplicate_object: created concurrently (another migrate, a relay, or another database: the relay's
     // own preflight then refuses it by name).
-    if (code === '42710') return [];
+    if (code === SqlState.DUPLICATE_OBJECT) return [];
     // The migrating role may lack REPLICATION; the relay creates the slot at its first start.
     log?.warn(
       { slot, err: (e as Error).message, code },

@@ -16,3 +16,8 @@ export function companion(qualifiedTable: string, suffix: string): string {
     throw new Error(`bad companion ${suffix}`);
   return `${qualifiedTable.slice(0, -1)}${suffix}"`;
 }
+
+/** An identifier as an operator would type it (in a fix line, a GRANT): quoted only when it has to be. */
+export function sqlName(...parts: string[]): string {
+  return parts.map((p) => (/^[a-z_][a-z0-9_$]*$/.test(p) ? p : `"${p.replace(/"/g, '""')}"`)).join('.');
+}

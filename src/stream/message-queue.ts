@@ -1,12 +1,9 @@
+import type { BatchItem } from '../outcome/outcome.ts';
 import type { TxnEntry } from '../replication/ack-tracker.ts';
-import type { OutboundMessage } from '../route/event.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 
-export interface Pending {
-  message: OutboundMessage;
+/** An event waiting to be published, with the transaction it settles (routeError: see BatchItem). */
+export interface Pending extends BatchItem {
   txn: TxnEntry;
-  /** Set when the row could not be routed (permanent for the event): why, naming the column and the fix. */
-  routeError?: Classified;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
+import { isSqlState, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 
 /**
  * How many times in a row the stream must fail with the same server error at the same
@@ -7,20 +8,24 @@ import { formatLsn, type Lsn } from '../replication/lsn.ts';
 export const POISON_REPEATS = 5;
 
 /**
- * SQLSTATEs after which a retry can succeed on its own: connection loss, resources, operator
- * intervention (shutdown, terminated backend), serialization, lock and I/O trouble, the slot
- * active for another process (55006) or dropped under us (42704, preflight recreates it).
+ * SQLSTATEs after which the stream can succeed again on its own: the transient ones of the error
+ * table (connection loss, resources, operator intervention, serialization, lock and I/O trouble,
+ * the slot active for another process), and the slot dropped under the stream (42704: the next
+ * session recreates it and recovers from the table).
  */
-const TRANSIENT_SQLSTATE = /^(08|53|57|40|55P03|55006|58|42704)/;
+function streamRecovers(sqlstate: string): boolean {
+  return isTransientSqlState(sqlstate) || sqlstate === SqlState.UNDEFINED_OBJECT;
+}
 
 /**
  * A stream error that can be a poison position: the server itself refused (it has a SQLSTATE)
- * for a reason that does not go away by waiting — e.g. 22021 `invalid byte sequence` when a
- * SQL_ASCII database holds bytes the client encoding cannot take, or XX000 from the decoder.
+ * for a reason that does not go away by waiting — e.g. a row filter failing on one row (22012),
+ * XX000 from the decoder, or 22021 `invalid byte sequence` where a conversion still happens
+ * (connection.ts streams a SQL_ASCII database unconverted for that reason).
  * Network errors and the transient classes above never are.
  */
 export function canBePoison(sqlstate: string | undefined): boolean {
-  return sqlstate !== undefined && /^[0-9A-Z]{5}$/.test(sqlstate) && !TRANSIENT_SQLSTATE.test(sqlstate);
+  return sqlstate !== undefined && isSqlState(sqlstate) && !streamRecovers(sqlstate);
 }
 
 export interface StreamFailure {

@@ -13,10 +13,13 @@ import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.t
 import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
+import { outagePolicy } from '../retry/retry.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
+import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
@@ -31,8 +34,6 @@ export interface RelayOptions {
   metrics?: RelayMetrics;
 }
 
-/** SQLSTATE classes and codes after which a retry can succeed. */
-const RETRIABLE_SQLSTATE = /^(08|53|57P|40|55P03|58)/;
 const RETRIABLE_NODE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -52,7 +53,7 @@ export function toRelayError(e: unknown): RelayError {
   const code = (e as { code?: string }).code;
   const msg = errorMessage(e);
   if (
-    (code && (RETRIABLE_SQLSTATE.test(code) || RETRIABLE_NODE.has(code))) ||
+    (code && (isTransientSqlState(code) || RETRIABLE_NODE.has(code))) ||
     /Connection terminated|connection timeout|ended unexpectedly/i.test(msg)
   ) {
     return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `database unavailable: ${msg}`, {
@@ -60,7 +61,11 @@ export function toRelayError(e: unknown): RelayError {
       cause: e,
     });
   }
-  if (code === '28P01' || code === '28000' || code === '3D000') {
+  if (
+    code === SqlState.INVALID_PASSWORD ||
+    code === SqlState.INVALID_AUTHORIZATION_SPECIFICATION ||
+    code === SqlState.INVALID_CATALOG_NAME
+  ) {
     return new RelayError(ErrorCode.CONFIG_INVALID, `cannot connect with --database-url: ${msg}`, {
       cause: e,
     });
@@ -88,8 +93,8 @@ const HEALTHY_SESSION_MS = 5000;
  *
  * Poison position: when the server fails the stream with the same error (same SQLSTATE and
  * message, a data error rather than a connection one) at the same confirmed position
- * POISON_REPEATS times in a row, retrying cannot help (e.g. invalid UTF-8 in a SQL_ASCII
- * database). The relay says so once (log error, outbox_poison_position = 1, waiting reason,
+ * POISON_REPEATS times in a row, retrying cannot help (e.g. a publication row filter that
+ * fails on one row). The relay says so once (log error, outbox_poison_position = 1, waiting reason,
  * /readyz reason `poison-position`, the relay-state row read by `status`) and keeps retrying at
  * the longest back-off, so it resumes by itself once an operator has moved the slot past it
  * (docs/operations.md#poison-position).
@@ -297,6 +302,8 @@ export class Relay {
           const slot = await this.#openSlot(pool, store);
           if (!sinkStarted) {
             await this.#sink.start().catch((e) => {
+              // --kafka-topics verify found topics missing: the relay's own verdict, it ends the relay (exit 78).
+              if (e instanceof RelayError && e.code === ErrorCode.KAFKA_TOPICS_NOT_READY) throw e;
               // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
               // about any event: nothing is failed, the relay waits and retries.
               const cls = this.#sink.classify(e);
@@ -316,7 +323,8 @@ export class Relay {
           await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
-          if (slot.recovery && !(await this.#recover(slot.recovery, shared))) break;
+          const outcomeDeps = { ...shared, outages: this.#outages, tracer };
+          if (slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
@@ -324,7 +332,7 @@ export class Relay {
           const recorded = await readProgress(pool, store.progress, c.slot);
           const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
-            { ...shared, outages: this.#outages, tracer },
+            outcomeDeps,
             slot.confirmedFlushLsn,
             recorded ? parseIdRanges(recorded) : [],
             onRows,
@@ -407,10 +415,9 @@ export class Relay {
             continue;
           }
           this.#setState('waiting', e.message, dependency);
-          await sleep(
-            backoffDelay({ initialMs: c.retryInitialMs, maxMs: c.retryMaxMs, factor: 2 }, this.#attempt),
-            stop,
-          );
+          // Not retryUntilAborted: each round of this loop decides anew (standby, poison, lost
+          // slot, back-off reset by progress); it waits with the same outage policy.
+          await sleep(backoffDelay(outagePolicy(c), this.#attempt), stop);
         }
       }
     } finally {
@@ -497,23 +504,18 @@ export class Relay {
           'replication slot invalidated (wal_status = lost): dropping it to recover',
         );
         await markRecovery(client, store.progress, c.slot, recovery);
-        await client
-          .query(
-            'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()',
-            [c.slot],
-          )
-          .catch((d) => {
-            // 55006: still active (the invalidated session's walsender is on its way out): the
-            // next round tries again — the mark above says a recovery is due.
-            throw new RelayError(
-              ErrorCode.DATABASE_UNAVAILABLE,
-              `cannot drop the lost slot yet: ${errorMessage(d)}`,
-              {
-                retriable: true,
-                cause: d,
-              },
-            );
-          });
+        await dropSlotOfThisDatabase(client, c.slot).catch((d) => {
+          // object_in_use: still active (the invalidated session's walsender is on its way out): the
+          // next round tries again — the mark above says a recovery is due.
+          throw new RelayError(
+            ErrorCode.DATABASE_UNAVAILABLE,
+            `cannot drop the lost slot yet: ${errorMessage(d)}`,
+            {
+              retriable: true,
+              cause: d,
+            },
+          );
+        });
         return 'missing' as const;
       });
       if (state === 'missing' && recovery === null) {

@@ -1,6 +1,6 @@
+import type { Classified } from '../errors.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, route } from '../route/router.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 
 /**
  * The copy of a dead event on the dead-letter topic: same key, value (in the event's value

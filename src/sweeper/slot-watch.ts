@@ -1,10 +1,11 @@
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
-import { formatBytes } from '../ops/format.ts';
-import { slotInvalidatedError, slotOwnershipError } from '../replication/preflight.ts';
+import { slotInvalidatedError } from '../replication/preflight.ts';
+import { readSlotRow, slotOwnershipError } from '../store/slots.ts';
 import {
   crossing,
+  formatBytes,
   type Level,
   levelOf,
   type SlotSample,
@@ -142,31 +143,13 @@ export class SlotWatch {
  * SLOT_OTHER_DATABASE naming both databases — it is never read as, or acted on as, ours.
  */
 export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promise<SlotReading | null> {
-  const r = await db.query<{
-    database: string | null;
-    current_db: string;
-    active: boolean;
-    active_pid: number | null;
-    wal_status: WalStatus | null;
-    safe_wal_size: string | null;
-    restart_lsn: string | null;
-    confirmed_flush_lsn: string | null;
-    retained: string | null;
-    lag: string | null;
-  }>(
-    `SELECT database, current_database() AS current_db, active, active_pid, wal_status, safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
-            pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
-            pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
-       FROM pg_replication_slots WHERE slot_name = $1`,
-    [slot],
-  );
-  const s = r.rows[0];
+  const s = await readSlotRow(db, slot);
   if (!s) return null;
   if (s.database !== s.current_db) throw slotOwnershipError(slot, s.database, s.current_db);
   return {
     active: s.active,
     activePid: s.active_pid,
-    walStatus: s.wal_status,
+    walStatus: s.wal_status as WalStatus | null,
     safeWalSizeBytes: s.safe_wal_size === null ? null : Number(s.safe_wal_size),
     restartLsn: s.restart_lsn,
     confirmedFlushLsn: s.confirmed_flush_lsn,

@@ -1,8 +1,9 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import { errorMessage, RelayError } from '../errors.ts';
 import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
-import { rowToEvent, type StoredRow } from '../lifecycle/outbox-row.ts';
+import type { StoredRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { compactProgress } from '../lifecycle/progress.ts';
 import {
@@ -13,6 +14,7 @@ import {
   unhealthyCounts,
 } from '../lifecycle/queries.ts';
 import { Retention } from '../lifecycle/retention.ts';
+import { UNHEALTHY } from '../lifecycle/statuses.ts';
 import {
   claimDueFailed,
   claimParked,
@@ -26,11 +28,14 @@ import {
 } from '../lifecycle/transitions.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
+import { countSweep } from '../outcome/count.ts';
+import { publishOnce } from '../outcome/publish.ts';
 import { sleep } from '../retry/backoff.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
+import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
 import { SlotWatch } from './slot-watch.ts';
@@ -205,9 +210,9 @@ export class Sweeper {
     } catch (e) {
       if (e instanceof RelayError && !e.retriable) throw e;
       if (!this.#failingSteps.has(name)) {
-        const code = (e as { code?: string }).code;
+        const code = codeOf(e);
         const hint =
-          code === '42501' && name === 'retention'
+          code === SqlState.INSUFFICIENT_PRIVILEGE && name === 'retention'
             ? ' (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune)'
             : '';
         this.#d.log.warn({ step: name, err: errorMessage(e), code }, `${name} failed${hint}; retrying`);
@@ -234,25 +239,21 @@ export class Sweeper {
 
   /** Publishes one message; transient failures abort the round (no attempt is burned). */
   async #send(messages: OutboundMessage[]): Promise<Classified | null> {
-    try {
-      await this.#d.sink.publish(messages);
-      return null;
-    } catch (e) {
-      const cls = this.#d.sink.classify(e);
-      if (cls.class === 'transient') {
-        this.#d.log.warn(
-          { reason: cls.reason, err: cls.message },
-          'broker unavailable during sweep; retrying next round',
-        );
-        throw new TransientDuringSweep(cls.message);
-      }
-      return cls;
+    const r = await publishOnce(this.#d, messages);
+    if (r === true) return null;
+    if (r.class === 'transient') {
+      this.#d.log.warn(
+        { reason: r.reason, err: r.message },
+        'broker unavailable during sweep; retrying next round',
+      );
+      throw new TransientDuringSweep(r.message);
     }
+    return r;
   }
 
   /** Claims due failed rows (oldest first, SKIP LOCKED) and publishes them again. Returns aggregates whose head got published. */
   async #retryDue(signal: AbortSignal): Promise<Set<string>> {
-    const { config: c, store, metrics, log } = this.#d;
+    const { config: c, store } = this.#d;
     const headsPublished = new Set<string>();
     await withTransaction(store.db, async (client) => {
       const due = await claimDueFailed(client, store.table, c.sweepBatchSize);
@@ -260,15 +261,13 @@ export class Sweeper {
         if (signal.aborted) break;
         const { event, topic, error } = await this.#publishRow(row);
         const attempts = row.attempts + 1;
-        metrics.failures.retries.inc();
         if (!error) {
           await retryPublished(client, store.table, row.id, attempts);
-          logOutcome(log, event, topic, attempts, 'published');
+          countSweep(this.#d, event, topic, attempts, 'published');
           headsPublished.add(JSON.stringify([row.aggregate_type, row.aggregate_id]));
         } else if (c.maxAttempts > 0 && attempts >= c.maxAttempts) {
           await retryDead(client, store.table, row.id, attempts, formatError(error));
-          metrics.failures.retryExhaustions.inc();
-          logOutcome(log, event, topic, attempts, 'dead', error);
+          countSweep(this.#d, event, topic, attempts, 'dead', error);
           await this.#deadLetter(event, topic, attempts, error);
         } else {
           await retryLater(
@@ -279,7 +278,7 @@ export class Sweeper {
             formatError(error),
             failureBackoff(c, attempts),
           );
-          logOutcome(log, event, topic, attempts, 'retry', error);
+          countSweep(this.#d, event, topic, attempts, 'retry', error);
         }
       }
     });
@@ -320,7 +319,7 @@ export class Sweeper {
   }
 
   async #releaseAggregate(type: string, id: string, signal: AbortSignal): Promise<void> {
-    const { config: c, store, blocked, log } = this.#d;
+    const { config: c, store, blocked } = this.#d;
     // Bounded: the stream may park more events of the aggregate while we release.
     for (let round = 0; round < 1000 && !signal.aborted; round++) {
       const mark = blocked.mark(type, id); // before the read: see BlockedAggregates
@@ -333,12 +332,11 @@ export class Sweeper {
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
             await releaseFailed(client, store.table, row.id, formatError(error), failureBackoff(c, 1));
-            this.#d.metrics.failures.eventsFailed.inc({ reason: error.reason });
-            logOutcome(log, event, topic, 1, 'retry', error);
+            countSweep(this.#d, event, topic, 1, 'release-refused', error);
             return 'stop';
           }
           await released(client, store.table, row.id);
-          logOutcome(log, event, topic, row.attempts, 'released');
+          countSweep(this.#d, event, topic, row.attempts, 'released');
         }
         return 'more';
       });
@@ -372,7 +370,7 @@ export class Sweeper {
     const { store, metrics } = this.#d;
     const f = metrics.failures;
     const by = await unhealthyCounts(store.db, store.table);
-    for (const s of ['failed', 'dead', 'parked']) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
+    for (const s of UNHEALTHY) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
     f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
     const oldest = Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0));
     f.oldestFailedAgeSeconds.set(oldest);

@@ -72,3 +72,16 @@ export function crossing(previous: Level, current: Level): 'raised' | 'cleared' 
   const rank = { ok: 0, warn: 1, critical: 2 } as const;
   return rank[current] > rank[previous] ? 'raised' : 'cleared';
 }
+
+/** A size as operators read it (logs, `status`, the console): 1536 → "1.5 KiB". */
+export function formatBytes(n: number | null): string {
+  if (n === null) return '-';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
+}

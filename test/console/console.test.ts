@@ -102,7 +102,7 @@ describe('operator console', () => {
   let head: string;
   let followers: string[];
 
-  it('the overview shows the relay state, the slot, and the failing topic’s events', async () => {
+  it('the overview leads with status’s verdict, its problems, what to do and the failing topic; then the relay state, the slot, and the failing topic’s events', async () => {
     // Missing: its topic does not exist (auto-creation off), so m-1's events fail; the first is
     // refused, the later ones of the aggregate are parked behind it (strict ordering).
     head = (await insertEvents(db.pool, [ev('Missing', 'm-1', 1)]))[0]!;
@@ -126,6 +126,28 @@ describe('operator console', () => {
     expect(h['content-security-policy']).not.toContain('unsafe-inline');
     expect(h['x-content-type-options']).toBe('nosniff');
     expect(h['referrer-policy']).toBe('no-referrer');
+    // The relay reads status's verdict every 15 s: reload until the dead event is in it.
+    await waitFor(
+      async () => {
+        await page.reload();
+        return (await page.getByTestId('verdict').getAttribute('data-verdict')) === 'unhealthy';
+      },
+      { timeoutMs: 40_000, message: 'the overview shows the unhealthy verdict' },
+    );
+    await expect(page.getByTestId('verdict-value').textContent()).resolves.toBe('unhealthy');
+    const dead = page.locator('[data-problem=dead_events]');
+    await expect(dead.locator('.problem').textContent()).resolves.toMatch(
+      /^1 dead event\(s\) \(\S+outbox\.event\.Missing: UNKNOWN_TOPIC_OR_PARTITION\)/,
+    );
+    await expect(dead.getByTestId('failing-topic').allTextContents()).resolves.toEqual([
+      kafka.topic('outbox.event.Missing'),
+    ]);
+    await expect(dead.locator('.fix').textContent()).resolves.toMatch(
+      new RegExp(
+        `What to do: \\S+outbox\\.event\\.Missing: create the topic: kafka-topics\\.sh .*--create --topic ${kafka.topic('outbox.event.Missing').replace(/\./g, '\\.')}`,
+      ),
+    );
+    // The relay itself streams: its state card says so, beside the verdict that says what is wrong.
     await expect(page.getByTestId('relay-state').textContent()).resolves.toBe('active');
     const failedRow = page.locator('table.events tr', { hasText: 'Missing' });
     await expect(failedRow.first().textContent()).resolves.toMatch(/dead.*m-1.*UNKNOWN_TOPIC_OR_PARTITION/s);
@@ -146,6 +168,15 @@ describe('operator console', () => {
     await page.click(`a[href="/console/events/${head}"]`);
     await expect(page.getByTestId('last-error').textContent()).resolves.toMatch(
       /permanent\/UNKNOWN_TOPIC_OR_PARTITION/,
+    );
+    // What to do for its error class, naming its topic (ops/remedies.ts, the causes of kafka-errors.ts).
+    await expect(page.getByTestId('remedy').textContent()).resolves.toContain(
+      `topic does not exist (and auto-creation is off) (topic ${kafka.topic('outbox.event.Missing')})`,
+    );
+    await expect(page.getByTestId('remedy-fix').textContent()).resolves.toMatch(
+      new RegExp(
+        `^Create the topic: kafka-topics\\.sh .*--create --topic ${kafka.topic('outbox.event.Missing').replace(/\./g, '\\.')}`,
+      ),
     );
     // Row content is escaped, never markup.
     await expect(page.getByTestId('payload').textContent()).resolves.toContain('hello <b>console</b>');

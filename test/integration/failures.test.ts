@@ -58,6 +58,10 @@ async function rows(ids: string[]): Promise<Row[]> {
 async function statusOf(id: string): Promise<string> {
   return (await rows([id]))[0]!.status;
 }
+/** outbox_events_published_total of the relay for `topic` (every path that publishes counts: issue 20). */
+const publishedTotal = async (topic: string): Promise<number> =>
+  (await relay!.metrics.eventsPublished.get()).values.find((v) => v.labels.topic === kafka.topic(topic))
+    ?.value ?? 0;
 const seqs = async (topic: string, key: string, from: KafkaHarness = kafka) =>
   (await from.readAll(topic))
     .filter((m) => m.key?.toString() === key)
@@ -150,6 +154,12 @@ describe('permanent failures', () => {
       message: 'published once the topic exists',
     });
     expect(await seqs('outbox.event.Absent', 'a')).toEqual([0]);
+    // The sweeper's successful retry is counted like the stream's publication.
+    await waitFor(async () => (await publishedTotal('outbox.event.Absent')) === 1, {
+      message: async () =>
+        `outbox_events_published_total{Absent} = ${await publishedTotal('outbox.event.Absent')}`,
+    });
+    expect(await publishedTotal('outbox.event.Present')).toBe(1);
   });
 
   it('marks an event dead after max attempts and copies it to the dead-letter topic with x-dlq headers', async () => {
@@ -268,6 +278,11 @@ describe('ordering per aggregate', () => {
     });
     // Row ids cross 9 → 10 here: a release ordered by the id as text would put A4 first (a bug this caught).
     expect(await seqs('outbox.event.Strict', 'A')).toEqual([1, 2, 3, 4, 5]);
+    // Since the restart: A1 by a retry, A2..A4 released, A5 by the stream — each counted once.
+    await waitFor(async () => (await publishedTotal('outbox.event.Strict')) === 5, {
+      message: async () =>
+        `outbox_events_published_total{Strict} = ${await publishedTotal('outbox.event.Strict')}`,
+    });
   });
 
   it('relaxed: later events of the aggregate go first; the failed one is retried on its own', async () => {

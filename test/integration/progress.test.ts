@@ -10,13 +10,13 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Classified } from '../../src/errors.ts';
 import { parseIdRanges } from '../../src/lifecycle/id-ranges.ts';
 import { compactProgress, readProgress, unpublishedRowsSql } from '../../src/lifecycle/progress.ts';
 import { countEvents, listEvents } from '../../src/lifecycle/queries.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { selectTargets, showEvent } from '../../src/ops/events.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
-import type { Classified } from '../../src/sinks/kafka-errors.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';

@@ -73,14 +73,23 @@ function orAfter<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-export async function createTestDatabase(opts: { name?: string } = {}): Promise<TestDatabase> {
+export interface TestDatabaseOptions {
+  name?: string;
+  /** A SQL_ASCII database (text columns hold any bytes), instead of the cluster's default encoding. */
+  sqlAscii?: boolean;
+}
+
+export async function createTestDatabase(opts: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const name = databaseName(opts.name);
   const ident = pg.escapeIdentifier(name);
+  const encoding = opts.sqlAscii
+    ? ` ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`
+    : '';
   await withAdmin(async (admin) => {
     // Concurrent CREATE DATABASE can hit "source database is being accessed by other users".
     for (let attempt = 1; ; attempt++) {
       try {
-        await admin.query(`CREATE DATABASE ${ident}`);
+        await admin.query(`CREATE DATABASE ${ident}${encoding}`);
         return;
       } catch (err) {
         if ((err as { code?: string }).code !== '55006' || attempt >= 10) throw err;
@@ -154,7 +163,7 @@ async function dropReplicationSlots(admin: pg.Client, database: string): Promise
  * A test database for the calling file: created in beforeAll, closed in afterAll. The handle
  * forwards to it, so it can be captured at the top of the file and used in tests and hooks.
  */
-export function useTestDatabase(opts: { name?: string } = {}): TestDatabase {
+export function useTestDatabase(opts: TestDatabaseOptions = {}): TestDatabase {
   let current: TestDatabase | undefined;
   const get = (): TestDatabase => {
     if (!current)

@@ -1,6 +1,7 @@
 import type { EventRecord } from '../../lifecycle/queries.ts';
 import { eventColumns } from '../../ops/events.ts';
 import { renderPayload } from '../../ops/format.ts';
+import type { Remedy } from '../../ops/remedies.ts';
 import { html, query } from '../html.ts';
 import { actionGate, BASE, eventsTable, iso, layout, type PageContext, statusBadge } from './layout.ts';
 
@@ -11,6 +12,10 @@ export interface EventData {
   followersLimit: number;
   /** For a parked event: the failed or dead event of its aggregate that holds it. */
   heldBy: EventRecord | null;
+  /** The topic the relay routes it to (null: no legal topic). */
+  topic: string | null;
+  /** What to do about its last error (ops/remedies.ts), when it has one. */
+  remedy: Remedy | null;
 }
 
 function hexDump(b: Buffer): string {
@@ -23,6 +28,10 @@ function hexDump(b: Buffer): string {
   }
   if (b.length > 64 * 1024) lines.push(`… ${b.length - 64 * 1024} more bytes`);
   return lines.join('\n');
+}
+
+function capitalize(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 export function eventPage(ctx: PageContext, d: EventData) {
@@ -38,6 +47,13 @@ ${
   e.last_error
     ? html`<section><h2>Last error</h2><pre class="error" data-testid="last-error">${e.last_error}</pre>
 <p class="muted">${e.attempts} attempt(s)${e.next_attempt_at ? `; next attempt ${iso(e.next_attempt_at)}` : ''}. The table keeps the latest error of each event; the relay's log has every attempt (field <code>event_id</code>).</p></section>`
+    : ''
+}
+${
+  d.remedy && resolvable
+    ? html`<section class="remedy" data-testid="remedy"><h2>What to do</h2>
+<p>${d.remedy.cause ? html`<strong>${d.remedy.cause}</strong>${d.topic ? html` (topic <code>${d.topic}</code>)` : ''}. ` : ''}<span data-testid="remedy-fix">${capitalize(d.remedy.fix)}.</span></p>
+<p>Then resend it (below), or with the CLI: <code>outbox-relay events resend ${e.id}</code>.</p></section>`
     : ''
 }
 ${

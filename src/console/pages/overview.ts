@@ -1,4 +1,6 @@
 import type { EventRecord } from '../../lifecycle/queries.ts';
+import { STATUSES, UNHEALTHY } from '../../lifecycle/statuses.ts';
+import type { HealthReading } from '../../observability/health-watch.ts';
 import { formatAge, formatBytes } from '../../ops/format.ts';
 import type { SlotReading } from '../../sweeper/slot-watch.ts';
 import { lineChart } from '../chart.ts';
@@ -9,6 +11,8 @@ import { BASE, eventsTable, iso, layout, type PageContext, statusBadge } from '.
 
 export interface OverviewData {
   now: number;
+  /** `outbox-relay status`'s verdict, as /readyz and outbox_health show it. */
+  health: HealthReading;
   state: StateView;
   confirmedLsn: string | null;
   secondsSinceProgress: number | null;
@@ -25,7 +29,7 @@ export interface OverviewData {
   unhealthy: readonly EventRecord[];
 }
 
-const ORDER = ['pending', 'published', 'failed', 'dead', 'parked', 'discarded'];
+const ORDER = STATUSES;
 
 function seconds(v: number): string {
   if (v === 0) return '0 s';
@@ -46,6 +50,7 @@ export function overviewPage(ctx: PageContext, d: OverviewData) {
   );
   const total = Object.values(d.counts.byStatus).reduce((a, b) => a + b, 0);
   const body = html`<h1>Overview</h1>
+${verdictSection(d.health)}
 <section class="cards">
 <div class="card state state-${d.state.tone}">
 <h2>Relay</h2>
@@ -107,7 +112,36 @@ ${
 <section>
 <h2>Failed and dead events <span class="muted">(oldest first; they hold their aggregates' later events)</span></h2>
 ${eventsTable(d.unhealthy, 'No failed or dead events.')}
-${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: ['failed', 'dead', 'parked'] })}">All failed, dead and parked events →</a></p>` : ''}
+${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: [...UNHEALTHY] })}">All failed, dead and parked events →</a></p>` : ''}
 </section>`;
   return layout(ctx, 'Overview', body, { refreshSeconds: 10, nav: 'overview' });
+}
+
+const VERDICT_TEXT = {
+  healthy: 'Nothing needs doing.',
+  degraded: 'Events flow, but something needs watching.',
+  unhealthy: 'Something needs doing now.',
+  unknown: 'The status could not be read.',
+} as const;
+
+/** The verdict of `outbox-relay status`, each finding with what to do and the topics it names. */
+function verdictSection(h: HealthReading) {
+  const tone = h.verdict === 'healthy' ? 'ok' : h.verdict === 'degraded' ? 'warn' : 'bad';
+  return html`<section class="verdict verdict-${tone}" data-testid="verdict" data-verdict="${h.verdict}">
+<h2>Health: <span data-testid="verdict-value">${h.verdict}</span></h2>
+<p>${VERDICT_TEXT[h.verdict]} <span class="muted">The verdict of <code>outbox-relay status</code>, also in the body of <code>/readyz</code> and the metric <code>outbox_health</code>${h.checkedAt === null ? '' : html`; read at ${iso(new Date(h.checkedAt))}`}.</span></p>
+${
+  h.findings.length
+    ? html`<ul class="findings" data-testid="findings">
+${h.findings.map(
+  (f) => html`<li class="finding finding-${f.severity}" data-problem="${f.id}">
+<p class="problem">${f.severity === 'warning' ? html`<span class="badge">warning</span> ` : ''}${f.text}</p>
+${f.topics.length ? html`<p class="topics">topic${f.topics.length > 1 ? 's' : ''}: ${f.topics.map((t, i) => html`${i ? ', ' : ''}<code data-testid="failing-topic">${t}</code>`)}</p>` : ''}
+${f.fix ? html`<p class="fix"><strong>What to do:</strong> ${f.fix}</p>` : ''}
+</li>`,
+)}
+</ul>`
+    : ''
+}
+</section>`;
 }

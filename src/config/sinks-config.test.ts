@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './load.ts';
+
+/** The NATS and RabbitMQ sink options (docs/sinks.md): required ones, pairs, secrets. */
+const DB = ['--database-url', 'postgres://relay@db:5432/app'];
+const run =
+  (args: string[], env: Record<string, string> = {}) =>
+  () =>
+    loadConfig('run', [...DB, ...args], env);
+
+describe('sink options', () => {
+  it('--sink nats needs servers, in nats://host:port form', () => {
+    expect(run(['--sink', 'nats'])).toThrow(/--nats-servers \/ NATS_URL: is required with --sink nats/);
+    expect(run(['--sink', 'nats', '--nats-servers', 'http://n:4222'])).toThrow(/is not nats:\/\/host:port/);
+    const { config } = loadConfig('run', [...DB, '--sink', 'nats'], { NATS_URL: 'nats://a:4222,b:4222' });
+    expect(config.natsServers).toEqual(['nats://a:4222', 'b:4222']);
+    expect(config.natsTimeoutMs).toBe(10_000);
+    expect(config.natsMaxPending).toBe(256);
+  });
+
+  it('a NATS user needs its password, and a token excludes them', () => {
+    expect(run(['--sink', 'nats', '--nats-servers', 'nats://n:4222', '--nats-user', 'relay'])).toThrow(
+      /--nats-user \/ NATS_USER: user and password go together/,
+    );
+    const { config } = loadConfig('run', [...DB, '--sink', 'nats', '--nats-servers', 'nats://n:4222'], {
+      NATS_USER: 'relay',
+      NATS_PASSWORD: 'hunter2',
+    });
+    expect(config.natsPassword).toBe('hunter2');
+  });
+
+  it('--sink rabbitmq needs an amqp URL, which is a secret', () => {
+    expect(run(['--sink', 'rabbitmq'])).toThrow(
+      /--rabbitmq-url \/ RABBITMQ_URL: is required with --sink rabbitmq/,
+    );
+    let caught: unknown;
+    try {
+      run(['--sink', 'rabbitmq'], { RABBITMQ_URL: 'http://guest:s3cret@r:5672' })();
+    } catch (e) {
+      caught = e;
+    }
+    expect((caught as Error).message).toMatch(/must start with amqp:\/\/ or amqps:\/\//);
+    expect((caught as Error).message).not.toContain('s3cret');
+    const { config } = loadConfig('run', [...DB, '--sink', 'rabbitmq'], { RABBITMQ_URL: 'amqp://r' });
+    expect(config.rabbitmqExchange).toBe('outbox');
+    expect(
+      run(['--sink', 'rabbitmq', '--rabbitmq-exchange', 'x.{aggregate}'], { RABBITMQ_URL: 'amqp://r' }),
+    ).toThrow(/--rabbitmq-exchange \/ RABBITMQ_EXCHANGE: .*unknown placeholder/);
+  });
+});

@@ -1,0 +1,114 @@
+import type pg from 'pg';
+import type { Config } from '../config/load.ts';
+import { errorMessage } from '../errors.ts';
+import { readStatus } from '../ops/status.ts';
+import {
+  evaluate,
+  HEALTH_VERDICTS,
+  PROBLEM_IDS,
+  type StatusReport,
+  unreadableVerdict,
+  type Verdict,
+} from '../ops/status-report.ts';
+import { createPool } from '../store/pool.ts';
+import type { Logger } from './logger.ts';
+import type { HealthMetrics } from './metrics.ts';
+
+/** The verdict as last read, and when. */
+export interface HealthReading extends Verdict {
+  /** ms since the epoch of the reading; null before the first one finished. */
+  checkedAt: number | null;
+  /** The whole report (null before the first reading, or when the status could not be read). */
+  report: StatusReport | null;
+}
+
+/** How often the relay's HTTP server reads the status (one connection, the queries of `status`). */
+export const HEALTH_EVERY_MS = 15_000;
+
+/**
+ * The health verdict of `outbox-relay status`, read by the relay itself every `everyMs` on a
+ * connection of its own, so the body of /readyz, the console's overview and the outbox_health
+ * metrics show the very same reading, and none of them queries the database per request (a
+ * probe stays cheap and never waits on PostgreSQL). The reading is `status`'s: readStatus()
+ * then evaluate(), nothing else.
+ */
+export class HealthWatch {
+  readonly #config: Config;
+  readonly #metrics: HealthMetrics;
+  readonly #log: Logger;
+  readonly #pool: pg.Pool;
+  readonly #timer: NodeJS.Timeout;
+  #reading: HealthReading = {
+    checkedAt: null,
+    report: null,
+    verdict: 'unknown',
+    healthy: false,
+    problems: ['the health verdict has not been read yet'],
+    findings: [],
+  };
+  #inflight: Promise<HealthReading> | null = null;
+  #closed = false;
+
+  constructor(o: { config: Config; metrics: HealthMetrics; log: Logger; everyMs?: number }) {
+    this.#config = o.config;
+    this.#metrics = o.metrics;
+    this.#log = o.log;
+    this.#pool = createPool({
+      connectionString: o.config.databaseUrl,
+      max: 1,
+      application_name: 'outbox-relay health',
+      statement_timeout: 10_000,
+      connectionTimeoutMillis: 10_000,
+      idleTimeoutMillis: 60_000,
+    });
+    void this.refresh();
+    this.#timer = setInterval(() => void this.refresh(), o.everyMs ?? HEALTH_EVERY_MS);
+    this.#timer.unref();
+  }
+
+  /** The last reading (never waits). */
+  get current(): HealthReading {
+    return this.#reading;
+  }
+
+  /** Reads now (or joins the reading under way) and returns it. */
+  refresh(): Promise<HealthReading> {
+    this.#inflight ??= this.#read().finally(() => {
+      this.#inflight = null;
+    });
+    return this.#inflight;
+  }
+
+  async #read(): Promise<HealthReading> {
+    let reading: HealthReading;
+    try {
+      const client = await this.#pool.connect();
+      try {
+        const report = evaluate(await readStatus(client, this.#config));
+        reading = { ...pick(report), report, checkedAt: Date.now() };
+      } finally {
+        client.release();
+      }
+    } catch (e) {
+      this.#log.debug({ err: errorMessage(e) }, 'health: cannot read the status');
+      reading = { ...unreadableVerdict(errorMessage(e)), report: null, checkedAt: Date.now() };
+    }
+    if (this.#closed) return reading;
+    this.#reading = reading;
+    for (const v of HEALTH_VERDICTS) this.#metrics.verdict.set({ verdict: v }, v === reading.verdict ? 1 : 0);
+    const present = new Set(reading.findings.map((f) => f.id));
+    for (const id of PROBLEM_IDS) this.#metrics.problems.set({ problem: id }, present.has(id) ? 1 : 0);
+    return reading;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await this.#inflight?.catch(() => {});
+    await this.#pool.end().catch(() => {});
+  }
+}
+
+function pick(r: StatusReport): Verdict {
+  return { verdict: r.verdict, healthy: r.healthy, problems: r.problems, findings: r.findings };
+}

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
+import { REMEDIED_KAFKA_TYPES, reasonOf, remedyFor } from './remedies.ts';
+
+describe('remedies', () => {
+  it('every permanent Kafka type of the classification table has a fix, and its cause is the table’s', () => {
+    for (const type of Object.keys(PERMANENT_KAFKA_TYPES)) {
+      expect(REMEDIED_KAFKA_TYPES, type).toContain(type);
+      expect(remedyFor(type, 't').cause).toBe(PERMANENT_KAFKA_TYPES[type]);
+    }
+  });
+
+  it('names the topic in the fix', () => {
+    expect(remedyFor('UNKNOWN_TOPIC_OR_PARTITION', 'outbox.event.X').fix).toMatch(
+      /create the topic: .*--create --topic outbox\.event\.X/,
+    );
+    expect(remedyFor('TOPIC_AUTHORIZATION_FAILED', 'orders').fix).toMatch(
+      /kafka-acls\.sh .*--operation Write .*--topic orders/,
+    );
+    expect(remedyFor('MESSAGE_TOO_LARGE', 'big').fix).toMatch(
+      /--entity-name big --add-config max\.message\.bytes=/,
+    );
+  });
+
+  it('rows the router refused: fix the row; unknown reasons: read the error', () => {
+    expect(remedyFor('ROW_INVALID', 't').fix).toMatch(/fix the row/);
+    expect(remedyFor(null, 't')).toMatchObject({ reason: null, cause: null });
+    expect(remedyFor('SOMETHING_NEW', 't').fix).toMatch(/read the error/);
+  });
+
+  it('reads the reason of a last_error as failure-policy.ts writes it', () => {
+    expect(reasonOf('permanent/UNKNOWN_TOPIC_OR_PARTITION: topic does not exist: x')).toBe(
+      'UNKNOWN_TOPIC_OR_PARTITION',
+    );
+    expect(reasonOf('permanent/ROW_INVALID: payload')).toBe('ROW_INVALID');
+    expect(reasonOf(null)).toBeNull();
+    expect(reasonOf('whatever')).toBeNull();
+  });
+});

@@ -1,0 +1,74 @@
+import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
+
+/**
+ * What to do about an event the broker (or the router) refused, by the reason recorded in its
+ * last_error (`permanent/UNKNOWN_TOPIC_OR_PARTITION: …`, written by lifecycle/failure-policy.ts).
+ * Pure. The cause of each Kafka type is the classification table's own words
+ * (sinks/kafka-errors.ts); this table adds only the fix, so the two are written once each. A test
+ * checks that every permanent Kafka type has a fix here.
+ */
+export interface Remedy {
+  /** e.g. UNKNOWN_TOPIC_OR_PARTITION; null when last_error names none. */
+  reason: string | null;
+  /** What went wrong, in the classification table's words (null: unknown reason). */
+  cause: string | null;
+  /** What the operator does, naming the topic; then resend the events (`events resend`). */
+  fix: string;
+}
+
+const TOPICS_CMD = 'kafka-topics.sh --bootstrap-server <brokers>';
+
+const FIXES: Readonly<Record<string, (topic: string) => string>> = {
+  UNKNOWN_TOPIC_OR_PARTITION: (t) =>
+    `create the topic: ${TOPICS_CMD} --create --topic ${t} --partitions 3 (auto-creation is off), or route the aggregate type to an existing topic (--topic-override)`,
+  INVALID_TOPIC_EXCEPTION: (t) =>
+    `the topic name ${t} is not legal for the broker: fix --topic-template or --topic-override`,
+  KafkaJSInvalidTopicName: (t) =>
+    `the topic name ${t} is not legal: fix --topic-template or --topic-override`,
+  TOPIC_AUTHORIZATION_FAILED: (t) =>
+    `grant the relay's principal Write and Describe on the topic: kafka-acls.sh --bootstrap-server <brokers> --add --allow-principal User:<relay> --operation Write --operation Describe --topic ${t}`,
+  MESSAGE_TOO_LARGE: (t) =>
+    `raise the topic's max.message.bytes (kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name ${t} --add-config max.message.bytes=<bytes>) and, above the broker's message.max.bytes, that too — or write smaller payloads`,
+  RECORD_LIST_TOO_LARGE: (t) =>
+    `raise the broker's message.max.bytes (or the topic's max.message.bytes: kafka-configs.sh --alter --entity-type topics --entity-name ${t} --add-config max.message.bytes=<bytes>), or lower the relay's --batch-bytes`,
+  INVALID_RECORD: (t) =>
+    `the broker of ${t} refused the record (e.g. a compacted topic needs a key): read the broker's log and fix the row or the topic's configuration`,
+  CORRUPT_MESSAGE: () => 'the broker found the record corrupt: read its log; resend once the cause is fixed',
+  INVALID_REQUIRED_ACKS: () =>
+    "the broker refused the relay's acks setting (the relay always asks for acks=all): check the broker's version and configuration",
+  UNSUPPORTED_FOR_MESSAGE_FORMAT: (t) =>
+    `the message format of ${t} is too old for this record (headers need message format v2): upgrade the topic's message.format.version`,
+  POLICY_VIOLATION: (t) =>
+    `a broker policy refused the record for ${t}: ask the cluster's administrators which policy, and fix the row or the policy`,
+};
+
+/** Rows the router could not turn into a message (route/router.ts): the row itself must change. */
+const ROW_FIX =
+  'fix the row (the error names the column; docs/outbox-table.md#rows-that-break-the-contract) or discard it';
+const ROW_REASONS: Readonly<Record<string, string>> = {
+  ROUTE: 'no legal topic for the row',
+  ROW_INVALID: "a column's value breaks the outbox table's contract",
+  ROW_UNEXPECTED: 'the row could not be encoded',
+};
+
+/** The reason of a last_error (`class/REASON: …`), or null. */
+export function reasonOf(lastError: string | null): string | null {
+  const m = lastError ? /^[a-z]+\/([A-Za-z_]+):/.exec(lastError) : null;
+  return m ? m[1]! : null;
+}
+
+/** The remedy for a reason (reasonOf(last_error)) of an event routed to `topic`. */
+export function remedyFor(reason: string | null, topic: string): Remedy {
+  const kafka = reason ? FIXES[reason] : undefined;
+  if (reason && kafka)
+    return { reason, cause: PERMANENT_KAFKA_TYPES[reason] ?? 'invalid topic name', fix: kafka(topic) };
+  if (reason && ROW_REASONS[reason]) return { reason, cause: ROW_REASONS[reason], fix: ROW_FIX };
+  return {
+    reason,
+    cause: null,
+    fix: 'read the error above and the relay log (field event_id); fix the cause',
+  };
+}
+
+/** Kafka types the table covers, for its test: every permanent one must have a fix. */
+export const REMEDIED_KAFKA_TYPES: readonly string[] = Object.keys(FIXES);

@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { outboxEvent } from '../../test/support/outbox-event.ts';
+import type { Classified } from '../errors.ts';
+import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { silentLogger } from '../observability/logger.ts';
+import { RelayMetrics } from '../observability/metrics.ts';
+import { OutageLog } from '../retry/outage-log.ts';
+import type { OutboundMessage } from '../route/event.ts';
+import { RouteFailure } from '../route/router.ts';
+import { decideBatch } from './decide.ts';
+import { type BatchItem, type OutcomeDeps, unroutable } from './outcome.ts';
+
+/** A sink that refuses (by `refuse`) or acknowledges each publish, and remembers what it was sent. */
+function fakeSink(refuse: (batch: readonly OutboundMessage[]) => Classified | null) {
+  const sent: string[][] = [];
+  return {
+    sent,
+    async publish(batch: readonly OutboundMessage[]): Promise<void> {
+      sent.push(batch.map((m) => m.event.id));
+      const r = refuse(batch);
+      if (r) throw Object.assign(new Error(r.message), { classified: r });
+    },
+    classify: (e: unknown) => (e as { classified: Classified }).classified,
+  };
+}
+
+function deps(ordering: 'strict' | 'relaxed', sink: OutcomeDeps['sink']): OutcomeDeps {
+  const log = silentLogger();
+  return {
+    config: {
+      ordering,
+      slot: 's',
+      retryInitialMs: 1,
+      retryMaxMs: 2,
+      failureBackoffMs: 1,
+      failureBackoffFactor: 2,
+      failureBackoffMaxMs: 2,
+    },
+    sink,
+    store: {} as OutcomeDeps['store'], // deciding writes nothing
+    blocked: new BlockedAggregates(),
+    log,
+    metrics: new RelayMetrics(),
+    outages: new OutageLog(log),
+  };
+}
+
+const item = (id: string, aggregateId: string, topic = 't'): BatchItem => ({
+  message: {
+    topic,
+    key: aggregateId,
+    value: null,
+    headers: {},
+    timestamp: 0,
+    bytes: 1,
+    event: outboxEvent({ id, aggregateId }),
+  },
+});
+const TOO_LARGE: Classified = { class: 'permanent', reason: 'MESSAGE_TOO_LARGE', message: 'too large' };
+const signal = new AbortController().signal;
+
+describe('decideBatch', () => {
+  it('strict: finds the refused event one by one, parks the later events of its aggregate, publishes the rest', async () => {
+    const sink = fakeSink((b) => (b.some((m) => m.event.id === '1') ? TOO_LARGE : null));
+    const d = deps('strict', sink);
+    const out = await decideBatch(d, [item('1', 'A'), item('2', 'A'), item('3', 'B')], signal);
+    expect(out).toEqual([{ failed: TOO_LARGE }, 'parked', 'published']);
+    expect(sink.sent).toEqual([['1', '2', '3'], ['1'], ['3']]);
+    expect(d.blocked.has('Order', 'A')).toBe(true);
+  });
+
+  it('relaxed: the later events of a failed aggregate are published', async () => {
+    const sink = fakeSink((b) => (b.some((m) => m.event.id === '1') ? TOO_LARGE : null));
+    const out = await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'A')], signal);
+    expect(out).toEqual([{ failed: TOO_LARGE }, 'published']);
+  });
+
+  it('a refusal of the topic itself fails every event of a one-topic batch without sending each alone', async () => {
+    const missing: Classified = {
+      class: 'permanent',
+      reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+      message: 'no topic',
+    };
+    const sink = fakeSink(() => missing);
+    const out = await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'B')], signal);
+    expect(out).toEqual([{ failed: missing }, { failed: missing }]);
+    expect(sink.sent).toHaveLength(1);
+  });
+
+  it('an unroutable row fails without being sent; a transient refusal is waited out', async () => {
+    let down = 1;
+    const sink = fakeSink(() =>
+      down-- > 0 ? { class: 'transient', reason: 'REQUEST_TIMED_OUT', message: 'timeout' } : null,
+    );
+    const d = deps('relaxed', sink);
+    const bad = unroutable(outboxEvent({ id: '1' }), new RouteFailure('aggregate_type is empty', 'ROUTE'));
+    const out = await decideBatch(d, [bad, item('2', 'B')], signal);
+    expect(out).toEqual([
+      { failed: { class: 'permanent', reason: 'ROUTE', message: 'aggregate_type is empty' } },
+      'published',
+    ]);
+    expect(sink.sent).toEqual([['2'], ['2']]);
+    expect((await d.metrics.brokerOutage.get()).values[0]?.value).toBe(0);
+  });
+
+  it('null once aborted while the broker is down', async () => {
+    const ac = new AbortController();
+    const sink = fakeSink(() => {
+      ac.abort();
+      return { class: 'transient', reason: 'REQUEST_TIMED_OUT', message: 'timeout' };
+    });
+    expect(await decideBatch(deps('strict', sink), [item('1', 'A')], ac.signal)).toBeNull();
+  });
+});

@@ -1,0 +1,54 @@
+import type { Classified } from '../errors.ts';
+import { Again, outagePolicy, retryUntilAborted } from '../retry/retry.ts';
+import type { OutboundMessage } from '../route/event.ts';
+import type { OutcomeDeps } from './outcome.ts';
+
+type PublishDeps = Pick<OutcomeDeps, 'sink' | 'metrics' | 'tracer'>;
+
+/**
+ * One publish attempt: true = the broker acknowledged every message; else the sink's
+ * classification of the refusal (permanent or transient). Timed, and traced when a tracer is set.
+ */
+export async function publishOnce(d: PublishDeps, messages: OutboundMessage[]): Promise<true | Classified> {
+  const startMs = Date.now();
+  try {
+    const t0 = performance.now();
+    await d.sink.publish(messages);
+    d.metrics.publishBatchSeconds.observe((performance.now() - t0) / 1000);
+    d.tracer?.record({ messages, outcome: 'published', startMs, endMs: Date.now() });
+    return true;
+  } catch (e) {
+    const cls = d.sink.classify(e);
+    d.tracer?.record({ messages, outcome: 'failed', startMs, endMs: Date.now(), error: cls.reason });
+    return cls;
+  }
+}
+
+/**
+ * Publishes until the broker decides: true = acknowledged; Classified = refused for good;
+ * null = aborted. A transient failure (broker down, leader moving) is waited out with back-off,
+ * forever: nothing behind it is confirmed meanwhile (design.md §4).
+ */
+export function publishUntilDecided(
+  d: Pick<OutcomeDeps, 'sink' | 'metrics' | 'tracer' | 'outages' | 'config'>,
+  messages: OutboundMessage[],
+  signal: AbortSignal,
+): Promise<true | Classified | null> {
+  const { metrics, outages } = d;
+  return retryUntilAborted<true | Classified>(
+    async (attempt) => {
+      const r = await publishOnce(d, messages);
+      if (r === true) {
+        outages.recovered('broker');
+        metrics.brokerOutage.set(0);
+        return r;
+      }
+      if (r.class === 'permanent') return r;
+      metrics.transientErrors.inc({ dependency: 'broker', reason: r.reason });
+      metrics.brokerOutage.set(1);
+      outages.failed('broker', r.reason, r.message, { events: messages.length, attempt });
+      return new Again();
+    },
+    { signal, policy: outagePolicy(d.config) },
+  );
+}

@@ -1,0 +1,273 @@
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import type { Config } from '../../config/load.ts';
+import type { Classified } from '../../errors.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { OutboundMessage } from '../../route/event.ts';
+import { sendInLanes } from '../key-lanes.ts';
+import type { Sink } from '../sink.ts';
+import { classifyNatsError, NatsSinkError } from './nats-errors.ts';
+import {
+  isPublishSubject,
+  retryHorizonMs,
+  type StreamFacts,
+  streamProblem,
+  subjectsOverlap,
+  templatePattern,
+} from './streams.ts';
+
+export type NatsSinkConfig = Pick<
+  Config,
+  | 'natsServers'
+  | 'natsUser'
+  | 'natsPassword'
+  | 'natsToken'
+  | 'natsTimeoutMs'
+  | 'natsMaxPending'
+  | 'retryMaxMs'
+  | 'topicTemplate'
+  | 'topicOverrides'
+  | 'deadLetterTopic'
+>;
+
+/** The header a replayed row carries (src/ops/replay.ts): a replay is a new message, not a re-send. */
+const REPLAY_HEADER = 'x-replay-of';
+
+/**
+ * NATS JetStream. Each event is one JetStream publish to the subject the router chose (the topic
+ * template: `outbox.event.{aggregate_type}` by default), with `Nats-Msg-Id` = the event id, so
+ * the stream's duplicate window drops a re-sent copy and answers `duplicate: true` (success:
+ * the message is stored). The row's headers go as NATS headers.
+ *
+ * Ordering. JetStream stores a stream's messages in the order its server receives them, and one
+ * connection delivers publishes in the order they were written — but only while every publish is
+ * taken: a message refused or lost in a reconnect while the next one is stored comes back after
+ * it. So at most one publish per key (per subject) awaits its PubAck (src/sinks/key-lanes.ts);
+ * other keys share --nats-max-pending. A key's event n+1 is sent only once n is stored.
+ *
+ * publish() resolves once every message of the batch has its PubAck; any failure rejects it after
+ * the publishes in flight settled, and the relay re-sends the batch (duplicates dropped by the
+ * window) or, for a permanent failure, each event alone to find which one is refused.
+ */
+export class NatsSink implements Sink {
+  readonly name = 'nats';
+  readonly #c: NatsSinkConfig;
+  readonly #log: Logger;
+  #nc: NatsConnection | null = null;
+  #connecting: Promise<NatsConnection> | null = null;
+  #js: JetStreamClient | null = null;
+  #jsm: JetStreamManager | null = null;
+  /** Subjects already found in a good stream (a failure forgets the subject's entry). */
+  readonly #checked = new Set<string>();
+  #tail: Promise<unknown> = Promise.resolve();
+  /** PubAcks that said `duplicate: true`: re-sends the duplicate window dropped (tests, logs). */
+  duplicateAcks = 0;
+
+  constructor(c: NatsSinkConfig, log: Logger) {
+    this.#c = c;
+    this.#log = log.child({ component: 'nats' });
+  }
+
+  async #connect(): Promise<NatsConnection> {
+    if (this.#nc && !this.#nc.isClosed()) return this.#nc;
+    this.#connecting ??= (async () => {
+      const c = this.#c;
+      try {
+        const nc = await connect({
+          servers: c.natsServers,
+          user: c.natsUser,
+          pass: c.natsPassword,
+          token: c.natsToken,
+          name: 'pg-outbox-relay',
+          // Never give up: the relay itself decides to stop; a PubAck wait is what times out.
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 500,
+          // A frozen server is noticed within ~2 × 5 s and the connection rebuilt.
+          pingInterval: 5000,
+          maxPingOut: 2,
+          timeout: c.natsTimeoutMs,
+        });
+        this.#nc = nc;
+        this.#js = jetstream(nc, { timeout: c.natsTimeoutMs });
+        this.#jsm = await jetstreamManager(nc, { timeout: c.natsTimeoutMs, checkAPI: false });
+        void (async () => {
+          for await (const s of nc.status()) {
+            if (s.type === 'disconnect' || s.type === 'reconnect')
+              this.#log.warn({ event: s.type }, `NATS connection: ${s.type}`);
+          }
+        })().catch(() => {});
+        return nc;
+      } finally {
+        this.#connecting = null;
+      }
+    })();
+    return this.#connecting;
+  }
+
+  /**
+   * Preflight: JetStream answers, some stream listens on the subjects the topic template can
+   * produce, and every such stream keeps the promise (file storage, duplicate window ≥ the retry
+   * horizon). A failure is the relay's start failing (logged with the fix, retried: fixing the
+   * stream is enough, no restart). The dead-letter subject only warns, as for Kafka.
+   */
+  async start(): Promise<void> {
+    await this.#connect();
+    const jsm = this.#jsm!;
+    const streams: StreamFacts[] = [];
+    for await (const si of jsm.streams.list()) streams.push(facts(si));
+    const horizon = retryHorizonMs(this.#c);
+    const templates = [this.#c.topicTemplate, ...Object.values(this.#c.topicOverrides)];
+    for (const t of templates) {
+      const pattern = templatePattern(t);
+      const matching = streams.filter((s) => s.subjects.some((x) => subjectsOverlap(x, pattern)));
+      if (matching.length === 0)
+        throw new NatsSinkError(
+          'NO_STREAM',
+          `no JetStream stream listens on ${pattern} (the subjects of topic template ${JSON.stringify(t)}): create one (nats stream add OUTBOX --subjects '${pattern}' --storage file --dupe-window 2m), or change --topic-template / --topic-override`,
+        );
+      for (const s of matching) {
+        const problem = streamProblem(s, horizon);
+        if (problem) throw new NatsSinkError('STREAM_CONFIG', problem);
+      }
+    }
+    const dl = this.#c.deadLetterTopic;
+    if (dl) {
+      const s = streams.find((x) => x.subjects.some((p) => subjectsOverlap(p, dl)));
+      const problem = s ? streamProblem(s, horizon) : `no JetStream stream listens on ${dl}`;
+      if (problem)
+        this.#log.warn(
+          { subject: dl, problem },
+          `dead-letter subject ${dl} is not usable (${problem}): events that become dead will stay 'dead' in the outbox but not reach it`,
+        );
+    }
+    this.#log.info({ streams: streams.map((s) => s.name), horizonMs: horizon }, 'NATS JetStream checked');
+  }
+
+  publish(batch: readonly OutboundMessage[]): Promise<void> {
+    const run = this.#tail.then(() => this.#publish(batch));
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+
+  async #publish(batch: readonly OutboundMessage[]): Promise<void> {
+    await this.#connect();
+    for (const subject of new Set(batch.map((m) => m.topic))) await this.#checkSubject(subject);
+    const js = this.#js!;
+    const failures = await sendInLanes(
+      batch,
+      (m) => `${m.topic}\u0000${m.key}`,
+      this.#c.natsMaxPending,
+      async (m) => {
+        const ack = await js.publish(m.topic, m.value ?? new Uint8Array(0), {
+          msgID: msgId(m),
+          headers: toHeaders(m),
+          timeout: this.#c.natsTimeoutMs,
+        });
+        if (!ack.stream) throw new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`);
+        if (ack.duplicate) this.duplicateAcks++;
+      },
+    );
+    if (failures.length === 0) return;
+    const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
+    this.#checked.delete(first.item.topic);
+    throw await this.#explain(first.item.topic, first.error);
+  }
+
+  /** A subject's first publish (and the first after a failure) asks which stream holds it. */
+  async #checkSubject(subject: string): Promise<void> {
+    if (this.#checked.has(subject)) return;
+    if (!isPublishSubject(subject))
+      throw new NatsSinkError('INVALID_SUBJECT', `${JSON.stringify(subject)} is not a NATS subject`);
+    const name = await this.#streamOf(subject);
+    if (name === null) throw noStream(subject);
+    const problem = streamProblem(facts(await this.#jsm!.streams.info(name)), retryHorizonMs(this.#c));
+    if (problem) throw new NatsSinkError('STREAM_CONFIG', problem);
+    this.#checked.add(subject);
+  }
+
+  /** The stream that holds `subject`; null only when JetStream answers that none does. */
+  async #streamOf(subject: string): Promise<string | null> {
+    try {
+      return await this.#jsm!.streams.find(subject);
+    } catch (e) {
+      if ((e as Error).name === 'StreamNotFoundError') return null;
+      throw e;
+    }
+  }
+
+  /**
+   * "No responders" means no stream listens on the subject — or its server is restarting. Only
+   * JetStream saying "no stream matches" makes it the permanent NO_STREAM.
+   */
+  async #explain(subject: string, e: unknown): Promise<unknown> {
+    if ((e as Error)?.name !== 'JetStreamNotEnabled') return e;
+    const name = await this.#streamOf(subject).catch(() => undefined);
+    return name === null ? noStream(subject, e) : e;
+  }
+
+  classify(e: unknown): Classified {
+    return classifyNatsError(e);
+  }
+
+  async stop(): Promise<void> {
+    await this.#tail;
+    const nc = this.#nc;
+    this.#nc = null;
+    if (nc && !nc.isClosed()) await nc.drain().catch(() => nc.close());
+  }
+}
+
+function noStream(subject: string, cause?: unknown): NatsSinkError {
+  return new NatsSinkError(
+    'NO_STREAM',
+    `no JetStream stream listens on ${subject}: add the subject to a stream (file storage), or change --topic-template / --topic-override`,
+    { cause },
+  );
+}
+
+function facts(si: {
+  config: { name: string; storage: string; duplicate_window?: number; subjects?: string[] };
+}): StreamFacts {
+  return {
+    name: si.config.name,
+    storage: si.config.storage,
+    duplicateWindowNs: si.config.duplicate_window ?? 0,
+    subjects: si.config.subjects ?? [],
+  };
+}
+
+/** The header the dead-letter copy of an event carries (src/sweeper/dead-letter.ts). */
+const DEAD_LETTER_HEADER = 'x-dlq-original-topic';
+
+/**
+ * The event id. A replay (a new row copying an old event) and a dead-letter copy get ids of their
+ * own, so the duplicate window does not drop them as re-sends of the original.
+ */
+function msgId(m: OutboundMessage): string {
+  const e = m.event;
+  if (m.headers[DEAD_LETTER_HEADER] !== undefined) return `${e.eventId}:dead-letter`;
+  return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
+}
+
+/**
+ * Rows are hostile input: a row header named like a JetStream control header (Nats-Rollup purges
+ * a subject, Nats-Expected-* makes every publish fail, Nats-Msg-Id defeats deduplication) is the
+ * event's permanent INVALID_MESSAGE, never passed on.
+ */
+const RESERVED_HEADER = /^nats-/i;
+
+function toHeaders(m: OutboundMessage) {
+  try {
+    const h = natsHeaders();
+    for (const k in m.headers) {
+      if (RESERVED_HEADER.test(k))
+        throw new Error(`header ${JSON.stringify(k)} is reserved by NATS JetStream`);
+      h.set(k, m.headers[k]!);
+    }
+    return h;
+  } catch (e) {
+    throw new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+}
