@@ -1,4 +1,11 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+// Node's compile cache for every process of the run (inherited through the environment): the
+// tests spawn the CLI hundreds of times, and each start compiles (and strips the types of) the
+// same modules again — 0.33 s of CPU per start without the cache, 0.16 s with it (measured on
+// `outbox-relay status`). Entries are keyed by the source's hash, so an edited file is recompiled.
+process.env.NODE_COMPILE_CACHE ??= fileURLToPath(new URL('./.tmp/node-compile-cache', import.meta.url));
 
 export default defineConfig({
   test: {

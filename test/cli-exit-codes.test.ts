@@ -270,7 +270,9 @@ describe('the command line is checked before anything connects', () => {
     expect(cli(['events', 'list', '--stauts', 'dead'], down).err).toMatch(/did you mean --status\?/);
     const other = cli(['status', '--kafka-brokers', 'k:1'], down);
     expect(other.code).toBe(EXIT.USAGE);
-    expect(other.err).toMatch(/Unknown option '--kafka-brokers' \(not an option of status; run takes it\)/);
+    expect(other.err).toMatch(
+      /Unknown option '--kafka-brokers' \(not an option of status; run, check take it\)/,
+    );
     // Nothing near: no guess.
     expect(cli(['run', '--frobnicate'], down).err).not.toMatch(/did you mean/);
   });
@@ -358,7 +360,12 @@ describe('completion', () => {
     const discard = bashComplete(['outbox-relay', 'events', 'discard', '--']);
     expect(discard).toEqual(expect.arrayContaining(['--filter', '--all', '--dry-run', '--yes']));
     expect(discard).not.toContain('--limit');
-    expect(bashComplete(['outbox-relay', 'run', '--sink', ''])).toEqual(['kafka', 'stdout']);
+    expect(bashComplete(['outbox-relay', 'run', '--sink', ''])).toEqual([
+      'kafka',
+      'nats',
+      'rabbitmq',
+      'stdout',
+    ]);
     expect(bashComplete(['outbox-relay', 'run', '--kafka-s'])).toEqual(
       expect.arrayContaining(['--kafka-ssl', '--kafka-sasl-password-file']),
     );
@@ -379,7 +386,7 @@ describe('completion', () => {
     const discard = r.out.split('\n').filter((l) => l.includes('= "events discard"'));
     expect(discard.join('\n')).toMatch(/-l dry-run\b/);
     expect(discard.join('\n')).not.toMatch(/-l limit\b/);
-    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka stdout'/);
+    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka nats rabbitmq stdout'/);
     expect(r.out).toMatch(/= "run"' -l kafka-sasl-password-file -r -F/);
     expect(r.out).not.toContain('mark-published');
     const fish = spawnSync('fish', ['--no-execute', '-c', r.out], { encoding: 'utf8' });

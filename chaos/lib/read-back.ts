@@ -1,10 +1,10 @@
 /**
  * Reads topics back with a consumer of its own (its own group, from the beginning, through the
  * brokers' INTERNAL listener so no fault proxy is in the way): every record up to the high
- * watermarks at the time of the call.
+ * watermarks at the time of the call, in (topic, partition, offset) order.
  */
-import { randomUUID } from 'node:crypto';
 import type { Kafka } from 'kafkajs';
+import { TopicReader, tp } from '../../test/support/topic-reader.ts';
 
 export interface BackRecord {
   topic: string;
@@ -16,65 +16,33 @@ export interface BackRecord {
   timestamp: number;
 }
 
-export async function readBack(kafka: Kafka, topics: string[], timeoutMs = 60_000): Promise<BackRecord[]> {
+export async function readBack(kafka: Kafka, topics: string[], idleMs = 60_000): Promise<BackRecord[]> {
   const admin = kafka.admin();
   await admin.connect();
   const high = new Map<string, number>();
   try {
     for (const t of topics) {
-      for (const o of await admin.fetchTopicOffsets(t)) high.set(`${t}/${o.partition}`, Number(o.high));
+      for (const o of await admin.fetchTopicOffsets(t)) high.set(tp(t, o.partition), Number(o.high));
     }
   } finally {
     await admin.disconnect().catch(() => {});
   }
-  const position = new Map<string, number>();
-  const out: BackRecord[] = [];
-  const behind = () => [...high].filter(([tp, h]) => h > 0 && (position.get(tp) ?? 0) < h);
-  if (behind().length === 0) return [];
-  const consumer = kafka.consumer({ groupId: `chaos-read-back-${randomUUID()}`, maxWaitTimeInMs: 200 });
-  let crash: Error | null = null;
-  consumer.on(consumer.events.CRASH, (e) => {
-    if (!e.payload.restart) crash = e.payload.error;
-  });
-  await consumer.connect();
+  if ([...high.values()].every((h) => h === 0)) return [];
+  // The shared reader replaces a consumer that stalls (after a broker restart) and waits as long
+  // as records keep arriving: a chaos run reads back right after its faults.
+  const reader = new TopicReader(kafka, topics, 'chaos-read-back');
   try {
-    await consumer.subscribe({ topics, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        const tp = `${batch.topic}/${batch.partition}`;
-        for (const m of batch.messages) {
-          const offset = Number(m.offset);
-          if (offset < (position.get(tp) ?? 0)) continue; // handed again after a rebalance
-          out.push({
-            topic: batch.topic,
-            partition: batch.partition,
-            offset,
-            key: m.key?.toString() ?? null,
-            value: m.value,
-            timestamp: Number(m.timestamp),
-          });
-          position.set(tp, offset + 1);
-        }
-      },
-    });
-    const deadline = Date.now() + timeoutMs;
-    while (behind().length > 0) {
-      if (crash) throw crash;
-      if (Date.now() > deadline) {
-        const lag = behind().map(([tp, h]) => `${tp} at ${position.get(tp) ?? 0} of ${h}`);
-        throw new Error(`read-back not caught up after ${timeoutMs} ms: ${lag.join(', ')}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    return (await reader.readUpTo(high, { idleMs })).map(({ topic, partition, message: m }) => ({
+      topic,
+      partition,
+      offset: Number(m.offset),
+      key: m.key?.toString() ?? null,
+      value: m.value,
+      timestamp: Number(m.timestamp),
+    }));
   } finally {
-    await consumer.disconnect().catch(() => {});
+    await reader.stop();
   }
-  return out
-    .filter((r) => r.offset < (high.get(`${r.topic}/${r.partition}`) ?? 0))
-    .sort((a, b) =>
-      a.topic === b.topic ? a.partition - b.partition || a.offset - b.offset : a.topic < b.topic ? -1 : 1,
-    );
 }
 
 /** (key, seq) of records whose value is the writer's JSON; others are skipped. */

@@ -11,19 +11,20 @@ export function keys(prefix: string, n: number): string[] {
 }
 
 /**
- * Waits (bounded) until no row is pending, then reads `topics` back. A row still pending is a
- * broken promise (wedged or lost on the way), reported as a check.
+ * Waits until no row is pending (bounded by progress: `idleMs` without the pending count moving),
+ * then reads `topics` back. A row still pending is a broken promise (wedged or lost on the way),
+ * reported as a check.
  */
 export async function drainAndRead(
   env: Env,
   writers: Writer[],
   topics: string[],
   checks: string[],
-  timeoutMs = 60_000,
+  idleMs = 60_000,
 ): Promise<Pick<Outcome, 'written' | 'read'>> {
-  if (!(await env.waitNothingPending(timeoutMs))) {
+  if (!(await env.waitNothingPending(idleMs))) {
     checks.push(
-      `rows still pending ${timeoutMs / 1000} s after the writers stopped: ${JSON.stringify(await env.statusCounts())}`,
+      `rows still pending, the count unchanged for ${idleMs / 1000} s (or still draining after ${(idleMs * 5) / 1000} s): ${JSON.stringify(await env.statusCounts())}`,
     );
   }
   await env.stopSampling();

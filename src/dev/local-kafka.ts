@@ -22,10 +22,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
+import { type PortLease, reservePort } from './ports.ts';
 
 /** The version `npm run kafka` and the tests use unless KAFKA_VERSION says otherwise. */
 export const DEFAULT_KAFKA_VERSION = '4.4.0';
@@ -221,16 +222,13 @@ export async function ensureKafkaJars(
   return libs;
 }
 
-/** A port nobody listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const srv = createServer();
-    srv.on('error', fail);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => done(port));
-    });
-  });
+/**
+ * A loopback port reserved for the rest of this process (src/dev/ports.ts: no other caller, in
+ * this or another process, gets it meanwhile). Prefer `reservePort()` where the port can be
+ * released when its user is done.
+ */
+export async function freePort(): Promise<number> {
+  return (await reservePort()).port;
 }
 
 function portOpen(port: number): Promise<boolean> {
@@ -279,6 +277,8 @@ export class LocalKafkaCluster {
   readonly #heapMb: number;
   readonly #oauthbearer: OAuthBearerListener | undefined;
   readonly #log: (line: string) => void;
+  /** The ports this process reserved for a cluster it created; released by destroy(). */
+  readonly #leases: PortLease[];
 
   private constructor(
     dir: string,
@@ -286,6 +286,7 @@ export class LocalKafkaCluster {
     libs: string,
     java: string,
     log: (line: string) => void,
+    leases: PortLease[],
   ) {
     this.dir = dir;
     this.version = file.version;
@@ -296,6 +297,7 @@ export class LocalKafkaCluster {
     this.#libs = libs;
     this.#java = java;
     this.#log = log;
+    this.#leases = leases;
   }
 
   /** Bootstrap servers (the advertised CLIENT addresses). */
@@ -322,29 +324,36 @@ export class LocalKafkaCluster {
     mkdirSync(dir, { recursive: true });
     const java = javaBinary();
     const fileName = join(dir, 'cluster.json');
-    let file: ClusterFile;
-    if (existsSync(fileName)) {
-      file = JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile;
-    } else {
-      file = await LocalKafkaCluster.#plan(opts);
-    }
-    const libs = await ensureKafkaJars(file.version, log);
-    const cluster = new LocalKafkaCluster(dir, file, libs, java, log);
-    if (!existsSync(fileName)) {
-      cluster.#writeConfigs(opts, file);
-      cluster.#format(file.clusterId);
-      writeFileSync(fileName, `${JSON.stringify(file, null, 2)}\n`);
+    const leases: PortLease[] = [];
+    let cluster: LocalKafkaCluster;
+    try {
+      const file = existsSync(fileName)
+        ? (JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile)
+        : await LocalKafkaCluster.#plan(opts, leases);
+      const libs = await ensureKafkaJars(file.version, log);
+      cluster = new LocalKafkaCluster(dir, file, libs, java, log, leases);
+      if (!existsSync(fileName)) {
+        cluster.#writeConfigs(opts, file);
+        await cluster.#format(file.clusterId);
+        writeFileSync(fileName, `${JSON.stringify(file, null, 2)}\n`);
+      }
+    } catch (e) {
+      for (const l of leases) l.release();
+      throw e;
     }
     const already = cluster.nodes.every((n) => cluster.pidOf(n.id) !== null);
     for (const n of cluster.nodes) if (cluster.pidOf(n.id) === null) cluster.#spawn(n.id);
     if (!already)
-      log(`kafka: starting ${cluster.nodes.length} node(s) of Apache Kafka ${file.version} in ${dir}`);
+      log(`kafka: starting ${cluster.nodes.length} node(s) of Apache Kafka ${cluster.version} in ${dir}`);
     await cluster.waitReady(opts.readyTimeoutMs ?? 120_000);
     return cluster;
   }
 
-  /** Stops every node this directory's cluster started (SIGTERM, then SIGKILL after 15 s). Safe to repeat. */
-  static async down(dir: string): Promise<number> {
+  /**
+   * Stops every node this directory's cluster started (`signal`, default SIGTERM, then SIGKILL
+   * after 15 s). Safe to repeat.
+   */
+  static async down(dir: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<number> {
     const fileName = join(resolve(dir), 'cluster.json');
     if (!existsSync(fileName)) return 0;
     const file = JSON.parse(readFileSync(fileName, 'utf8')) as ClusterFile;
@@ -353,7 +362,7 @@ export class LocalKafkaCluster {
       file.nodes.map(async (n) => {
         const props = join(resolve(dir), `node-${n.id}`, 'server.properties');
         const pidFile = join(resolve(dir), `node-${n.id}`, 'pid');
-        if (await stopPid(pidFile, props, 'SIGTERM', 15_000)) stopped++;
+        if (await stopPid(pidFile, props, signal, 15_000)) stopped++;
       }),
     );
     return stopped;
@@ -375,20 +384,31 @@ export class LocalKafkaCluster {
     return { bootstrap: file.nodes.map((n) => `127.0.0.1:${n.advertisedPort}`), nodes };
   }
 
-  static async #plan(opts: LocalKafkaOptions): Promise<ClusterFile> {
+  /**
+   * The cluster's shape and ports. Ports not given are reserved (src/dev/ports.ts) into `leases`:
+   * held, so that no other cluster of this or a parallel process is planned onto them (two
+   * listeners on one port made `kafka-storage format` fail), until destroy() or this process ends
+   * (up() releases them if the cluster never starts).
+   */
+  static async #plan(opts: LocalKafkaOptions, leases: PortLease[]): Promise<ClusterFile> {
     const count = opts.brokers ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > 9)
       throw new Error(`--brokers must be 1..9; got ${count}`);
     const base = opts.port ?? 19092;
+    const reserve = async () => {
+      const lease = await reservePort();
+      leases.push(lease);
+      return lease.port;
+    };
     const nodes: LocalKafkaNode[] = [];
     for (let i = 1; i <= count; i++) {
-      const clientPort = base === 0 ? await freePort() : base + i - 1;
+      const clientPort = base === 0 ? await reserve() : base + i - 1;
       nodes.push({
         id: i,
         clientPort,
         advertisedPort: opts.advertisedPorts?.[i - 1] ?? clientPort,
-        internalPort: await freePort(),
-        controllerPort: i === 1 ? await freePort() : null,
+        internalPort: await reserve(),
+        controllerPort: i === 1 ? await reserve() : null,
       });
     }
     return {
@@ -471,20 +491,17 @@ export class LocalKafkaCluster {
     }
   }
 
-  #format(clusterId: string): void {
-    for (const node of this.nodes) {
-      const props = join(this.#nodeDir(node.id), 'server.properties');
-      const r = spawnSync(
-        this.#java,
-        ['-cp', join(this.#libs, '*'), 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', props],
-        { encoding: 'utf8' },
-      );
-      if (r.status !== 0) {
-        throw new Error(
-          `kafka-storage format of node ${node.id} failed: ${(r.stderr || r.stdout).slice(-2000)}`,
-        );
-      }
-    }
+  /** kafka-storage format of every node, in parallel (a JVM each: seconds per node otherwise). */
+  async #format(clusterId: string): Promise<void> {
+    await Promise.all(
+      this.nodes.map(async (node) => {
+        const props = join(this.#nodeDir(node.id), 'server.properties');
+        const args = ['-cp', join(this.#libs, '*'), 'kafka.tools.StorageTool', 'format', '-t', clusterId];
+        const r = await run(this.#java, [...args, '-c', props]);
+        if (r.code !== 0)
+          throw new Error(`kafka-storage format of node ${node.id} failed: ${r.output.slice(-2000)}`);
+      }),
+    );
   }
 
   /** The node's pid if it runs (started by this cluster directory), else null. */
@@ -561,10 +578,15 @@ export class LocalKafkaCluster {
     await LocalKafkaCluster.down(this.dir);
   }
 
-  /** Stops the cluster and deletes its directory. */
+  /**
+   * Stops the cluster, deletes its directory and releases the ports reserved for it. SIGKILL: the
+   * data is deleted right after, so a graceful shutdown (controlled shutdown, log flush: seconds
+   * per node) would buy nothing.
+   */
   async destroy(): Promise<void> {
-    await this.down();
+    await LocalKafkaCluster.down(this.dir, 'SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
+    for (const l of this.#leases) l.release();
   }
 
   /** A kafkajs client for the cluster (as the first super user when SASL is on). */
@@ -675,6 +697,18 @@ function oauthBearerProps(o: OAuthBearerListener): Record<string, string | numbe
   if (o.expectedIssuer) props[`${p}sasl.oauthbearer.expected.issuer`] = o.expectedIssuer;
   if (o.maxReauthMs !== undefined) props[`${p}connections.max.reauth.ms`] = o.maxReauthMs;
   return props;
+}
+
+/** Runs a command to completion: its exit code and its output (stdout and stderr together). */
+function run(cmd: string, args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', (e) => done({ code: -1, output: e.message }));
+    child.on('close', (code) => done({ code: code ?? -1, output }));
+  });
 }
 
 /** Signals the owned pid and waits until it is gone (SIGKILL after `graceMs`). true if it ran. */

@@ -13,7 +13,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './local-kafka.ts';
+import { type PortLease, reservePort } from './ports.ts';
 
 export const DEFAULT_APICURIO_VERSION = '3.3.3';
 const TEMURIN = '/usr/lib/jvm/temurin-25-jdk-amd64';
@@ -90,9 +90,13 @@ export class LocalRegistry {
   readonly managementUrl: string;
   readonly logFile: string;
   readonly #child: ChildProcess;
+  /** The two ports, reserved (src/dev/ports.ts) until stop(). */
+  readonly #leases: PortLease[];
 
-  private constructor(child: ChildProcess, port: number, managementPort: number, logFile: string) {
+  private constructor(child: ChildProcess, leases: PortLease[], logFile: string) {
     this.#child = child;
+    this.#leases = leases;
+    const [port, managementPort] = leases.map((l) => l.port);
     this.url = `http://127.0.0.1:${port}/apis/ccompat/v7`;
     this.managementUrl = `http://127.0.0.1:${managementPort}`;
     this.logFile = logFile;
@@ -108,7 +112,8 @@ export class LocalRegistry {
     const app = await ensureApicurioApp(opts.version, opts.log);
     const java = java21();
     mkdirSync(opts.dir, { recursive: true });
-    const [port, managementPort] = [await freePort(), await freePort()];
+    const leases = [await reservePort(), await reservePort()];
+    const [port, managementPort] = leases.map((l) => l.port);
     const logFile = join(opts.dir, 'registry.log');
     const out = openSync(logFile, 'a');
     const child = spawn(
@@ -126,7 +131,7 @@ export class LocalRegistry {
       { cwd: opts.dir, stdio: ['ignore', out, out] },
     );
     closeSync(out);
-    const registry = new LocalRegistry(child, port, managementPort, logFile);
+    const registry = new LocalRegistry(child, leases, logFile);
     try {
       await registry.#waitReady(opts.readyTimeoutMs ?? 180_000);
     } catch (e) {
@@ -170,11 +175,13 @@ export class LocalRegistry {
   /** SIGTERM, then SIGKILL after 15 s; resolves once the process is gone. Safe to repeat. */
   async stop(): Promise<void> {
     const child = this.#child;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const gone = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    await gone;
-    clearTimeout(timer);
+    if (child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await gone;
+      clearTimeout(timer);
+    }
+    for (const l of this.#leases) l.release();
   }
 }

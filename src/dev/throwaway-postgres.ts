@@ -8,9 +8,9 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { appendFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
+import { type PortLease, reservePort } from './ports.ts';
 
 export type ThrowawayPostgresOptions = {
   /** 0 or absent: pick a free port. */
@@ -75,18 +75,9 @@ function hasServerBinaries(dir: string): boolean {
   return REQUIRED_BINARIES.every((b) => existsSync(join(dir, b)));
 }
 
-/** A port that was free a moment ago (bind 127.0.0.1:0, read, close). */
-export function findFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not determine a free port'))));
-    });
-  });
+/** A loopback port reserved for the rest of this process (src/dev/ports.ts). */
+export async function findFreePort(): Promise<number> {
+  return (await reservePort()).port;
 }
 
 type RunAs = { uid: number; gid: number } | undefined;
@@ -245,15 +236,19 @@ export async function startThrowawayPostgres(
   live.add(c);
   installExitHandlers();
   const logFile = join(dataDir, 'server.log');
+  let lease: PortLease | undefined;
 
   try {
     const initdbFlags = '-U postgres --auth=trust -E UTF8 --no-locale --no-sync'.split(' ');
     const init = await run(c, 'initdb', ['-D', dataDir, ...initdbFlags]);
     if (init.code !== 0) throw new Error(`initdb failed (exit ${init.code}) in ${dataDir}:\n${init.output}`);
 
-    // A port picked here can be taken before the server binds it: retry with a new one.
+    // A reserved port is safe from every process that reserves through src/dev/ports.ts; a
+    // program outside that scheme may still bind it first: retry with another.
     for (let attempt = 1; ; attempt++) {
-      const port = opts.port || (await findFreePort());
+      lease?.release();
+      lease = opts.port ? undefined : await reservePort();
+      const port = opts.port || lease!.port;
       const settings: Record<string, string | number> = {
         wal_level: 'logical',
         max_replication_slots: 64,
@@ -290,6 +285,7 @@ export async function startThrowawayPostgres(
           }
           live.delete(c);
           removeDataDir(c);
+          lease?.release();
           log(`throwaway postgres on port ${port} stopped`);
         };
         return {
@@ -315,6 +311,7 @@ export async function startThrowawayPostgres(
   } catch (err) {
     live.delete(c);
     removeDataDir(c);
+    lease?.release();
     throw err;
   }
 }

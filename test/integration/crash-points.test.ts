@@ -304,7 +304,7 @@ describe('status exact after a crash at every point of the batch cycle', () => {
       recordedAtCrash: false,
       maxDuplicates: 2,
     });
-  }, 60_000);
+  });
 
   it("(b) strict: after the 'failed' row, before the 'parked' rows", async () => {
     // A progress-first relay records A2 here: 'published' while parked-to-be. Parked-before-failed:
@@ -319,7 +319,7 @@ describe('status exact after a crash at every point of the batch cycle', () => {
       recordedAtCrash: false,
       maxDuplicates: 2,
     });
-  }, 60_000);
+  });
 
   for (const ordering of ['strict', 'relaxed'] as const) {
     it(`(c) ${ordering}: after the failure outcomes, before the progress statement`, async () => {
@@ -335,7 +335,7 @@ describe('status exact after a crash at every point of the batch cycle', () => {
         recordedAtCrash: false,
         maxDuplicates: 2,
       });
-    }, 60_000);
+    });
   }
 
   it("(c') relaxed: after the failure outcomes, before the progress statement; the topic is fixed before the restart", async () => {
@@ -352,7 +352,7 @@ describe('status exact after a crash at every point of the batch cycle', () => {
       recordedAtCrash: false,
       maxDuplicates: 2,
     });
-  }, 60_000);
+  });
 
   it('(d) strict: after the progress statement, before the position is confirmed', async () => {
     // Recorded: the restarted stream skips the whole batch (no duplicate); the failed and parked rows
@@ -368,7 +368,7 @@ describe('status exact after a crash at every point of the batch cycle', () => {
       recordedAtCrash: true,
       maxDuplicates: 0,
     });
-  }, 60_000);
+  });
 });
 
 const ev = (type: string, key: string, seq: number) => ({

@@ -128,9 +128,12 @@ describe('3-node cluster (replication factor 3, min.insync.replicas 2)', () => {
     });
     writing = false;
     await writer;
-    await waitFor(async () => (await statusCounts('Fail')).pending === undefined, {
+    let counts: Record<string, number> = {};
+    await waitFor(async () => (counts = await statusCounts('Fail')).pending === undefined, {
+      // Bounded by progress: the drain's length scales with the machine's load.
       timeoutMs: 60_000,
-      message: async () => `every row published (${JSON.stringify(await statusCounts('Fail'))})`,
+      progress: () => counts.published,
+      message: () => `every row published (${JSON.stringify(counts)})`,
     });
     const report = await expectDelivered(kafka, 'outbox.event.Fail', written);
     console.log(
@@ -257,10 +260,11 @@ describe('3-node cluster (replication factor 3, min.insync.replicas 2)', () => {
       expect((await statusCounts('Isr')).failed, 'a transient error must not fail an event').toBeUndefined();
     }
     await Promise.all([kafka.cluster.start(2), kafka.cluster.start(3)]);
-    await waitFor(async () => (await statusCounts('Isr')).published === 6, {
+    let isr: Record<string, number> = {};
+    await waitFor(async () => (isr = await statusCounts('Isr')).published === 6, {
       timeoutMs: 90_000,
-      message: async () =>
-        `published after the brokers returned (${JSON.stringify(await statusCounts('Isr'))})`,
+      progress: () => isr.published,
+      message: () => `published after the brokers returned (${JSON.stringify(isr)})`,
     });
     await expectDelivered(kafka, 'outbox.event.Isr', written);
   });

@@ -99,7 +99,11 @@ describe('shutdown', () => {
         ]);
       }
     })();
-    await waitFor(async () => (await count('outbox.event.Drain')) >= 40, { timeoutMs: 30_000 });
+    let drained = 0;
+    await waitFor(async () => (drained = await count('outbox.event.Drain')) >= 40, {
+      timeoutMs: 30_000,
+      progress: () => drained,
+    });
     relay.kill('SIGTERM');
     expect(await relay.exited).toBe(EXIT.OK);
     expect(relay.logs()).toMatch(/final position confirmed/);

@@ -268,10 +268,17 @@ describe('events list / count / show', () => {
   async function settleFailed(ids: string[]): Promise<void> {
     // Each refusal of a missing topic costs ~1.4 s of kafkajs metadata retries, and the refused
     // batch is then tried event by event to find which ones are refused: 7 events take 10 – 12 s.
-    await waitFor(async () => (await rows(ids)).every((r) => r.status === 'failed' || r.status === 'dead'), {
-      timeoutMs: 40_000,
-      message: 'failures recorded',
-    });
+    let settled = 0;
+    await waitFor(
+      async () =>
+        (settled = (await rows(ids)).filter((r) => r.status === 'failed' || r.status === 'dead').length) ===
+        ids.length,
+      {
+        timeoutMs: 40_000,
+        progress: () => settled,
+        message: () => `failures recorded (${settled} of ${ids.length})`,
+      },
+    );
     await db.query(
       `UPDATE outbox SET status = 'failed', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE id = ANY($1::bigint[])`,
       [ids],

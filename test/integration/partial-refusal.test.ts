@@ -91,11 +91,17 @@ describe('partial refusal of a multi-topic, multi-partition request', () => {
     const firstIds = await insertEvents(db.pool, first);
     const oversizedId = firstIds[9]!;
 
-    await waitFor(async () => (await rowsOf(firstIds)).every((r) => r.status !== 'pending'), {
-      timeoutMs: 60_000,
-      message: async () =>
-        `rows still pending: ${JSON.stringify((await rowsOf(firstIds)).filter((r) => r.status === 'pending').map((r) => r.id))}`,
-    });
+    let settled = 0;
+    await waitFor(
+      async () =>
+        (settled = (await rowsOf(firstIds)).filter((r) => r.status !== 'pending').length) === firstIds.length,
+      {
+        timeoutMs: 60_000,
+        progress: () => settled,
+        message: async () =>
+          `rows still pending: ${JSON.stringify((await rowsOf(firstIds)).filter((r) => r.status === 'pending').map((r) => r.id))}`,
+      },
+    );
     const rows = await rowsOf(firstIds);
     const oversized = rows.find((r) => r.id === oversizedId)!;
     expect(oversized.status).toBe('failed');

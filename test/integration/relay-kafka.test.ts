@@ -31,13 +31,15 @@ async function published(ids: string[]): Promise<number> {
 }
 
 beforeAll(async () => {
-  kafka = await startDedicatedKafka();
-  await migrateDb(db);
-  await kafka.createTopic('outbox.event.Order', 3);
-  await kafka.createTopic('outbox.event.Customer', 1);
-  await kafka.createTopic('billing.invoices', 2);
-  await kafka.createTopic('outbox.event.EnvBin', 1);
-  await kafka.createTopic('outbox.event.EnvJson', 1);
+  // Independent steps side by side: the broker's start (a JVM) dominates.
+  [kafka] = await Promise.all([startDedicatedKafka(), migrateDb(db)]);
+  await Promise.all([
+    kafka.createTopic('outbox.event.Order', 3),
+    kafka.createTopic('outbox.event.Customer', 1),
+    kafka.createTopic('billing.invoices', 2),
+    kafka.createTopic('outbox.event.EnvBin', 1),
+    kafka.createTopic('outbox.event.EnvJson', 1),
+  ]);
   const config = testConfig(
     db,
     [
@@ -252,6 +254,7 @@ describe('relay → Kafka', () => {
     }
     await waitFor(async () => (await published(ids)) === 5, {
       timeoutMs: 30_000,
+      progress: () => published(ids),
       message: 'rows published after the broker returned',
     });
     const seqs = (await kafka.readAll('outbox.event.Order'))

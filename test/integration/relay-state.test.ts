@@ -40,6 +40,18 @@ const row = async () =>
     )
   )[0];
 
+/** Resolves once the row's heartbeat_at took `n` new values. */
+async function heartbeats(n: number): Promise<void> {
+  const seen = new Set([(await row())?.heartbeat_at]);
+  await waitFor(
+    async () => {
+      seen.add((await row())?.heartbeat_at);
+      return seen.size > n;
+    },
+    { timeoutMs: 30_000, intervalMs: 200, message: () => `${n} heartbeats (saw ${seen.size - 1})` },
+  );
+}
+
 const order = (id: string) => ({
   aggregateType: 'Order',
   aggregateId: id,
@@ -111,7 +123,9 @@ describe('status shows the live relay from its relay-state row', () => {
     const standby = spawnRelay(db, kafka);
     relays.push(standby);
     await standby.waitForLog(/standby: another process is active on the slot/);
-    await new Promise((r) => setTimeout(r, 6000)); // more than one heartbeat of both
+    // Two heartbeats of the active relay seen: a full heartbeat interval (5 s) passed while both
+    // ran, however slow the machine (a fixed 6 s on a loaded one may hold no heartbeat at all).
+    await heartbeats(2);
     expect((await row())?.holder).toMatch(new RegExp(`^${relays[0]!.child.pid}@`));
     expect((await row())?.state).toBe('active');
     standby.kill('SIGTERM');

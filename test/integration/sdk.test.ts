@@ -540,10 +540,13 @@ describe('through a relay', () => {
       kafka.proxies[0]!.setLatency(0);
       await startRelay();
 
+      let inboxed = 0;
       await waitFor(
-        async () => (await count(`outbox_inbox WHERE consumer = 'billing'`)) === committedEvents,
+        async () => (inboxed = await count(`outbox_inbox WHERE consumer = 'billing'`)) === committedEvents,
         {
+          // Bounded by progress: the drain's length scales with the machine's load.
           timeoutMs: 90_000,
+          progress: () => inboxed,
           intervalMs: 200,
           message: async () =>
             `${committedEvents} events applied (inbox has ${await count(`outbox_inbox WHERE consumer = 'billing'`)}, topic ${(await kafka.readAll(topic)).length} records)`,

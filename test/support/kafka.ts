@@ -18,15 +18,11 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { type Admin, type Consumer, Kafka, logLevel } from 'kafkajs';
+import { type Admin, Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
-import {
-  freePort,
-  LocalKafkaCluster,
-  type OAuthBearerListener,
-  type SaslUsers,
-} from '../../src/dev/local-kafka.ts';
+import { LocalKafkaCluster, type OAuthBearerListener, type SaslUsers } from '../../src/dev/local-kafka.ts';
 import { TcpProxy } from './tcp-proxy.ts';
+import { type RawRecord, type ReadUpToOptions, TopicReader, tp } from './topic-reader.ts';
 
 /** A record as read back from a topic by an independent consumer. */
 export interface ReadRecord {
@@ -62,11 +58,19 @@ export interface KafkaHarness {
   deleteTopic(name: string): Promise<void>;
   /** Names (without the namespace) of the namespace's topics. */
   listTopics(): Promise<string[]>;
-  /** Every record of `topic` at the time of the call, in (partition, offset) order; [] if it does not exist. */
-  readAll(topic: string, opts?: { timeoutMs?: number }): Promise<ReadRecord[]>;
+  /**
+   * Every record of `topic` at the time of the call, in (partition, offset) order; [] if it does
+   * not exist. Survives broker restarts; bounded by progress (test/support/topic-reader.ts).
+   */
+  readAll(topic: string, opts?: ReadAllOptions): Promise<ReadRecord[]>;
   /** A kafkajs admin for anything else (connected; do not disconnect it). */
   admin(): Promise<Admin>;
   stop(): Promise<void>;
+}
+
+export interface ReadAllOptions extends ReadUpToOptions {
+  /** The former name of `idleMs` (readAll once waited this long in all). */
+  timeoutMs?: number;
 }
 
 export interface DedicatedKafka extends KafkaHarness {
@@ -114,12 +118,10 @@ export interface DedicatedKafkaOptions {
 export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Promise<DedicatedKafka> {
   const count = opts.brokers ?? 1;
   const dir = join(inject('kafkaRunDir'), `dedicated-${randomUUID().slice(0, 8)}`);
-  const ports: number[] = [];
-  for (let i = 0; i < count; i++) ports.push(await freePort());
+  // Proxies first, on ports the kernel picked: the brokers advertise them; they learn their
+  // targets once the brokers' own ports are known.
   const proxies: TcpProxy[] = [];
-  if (opts.proxy) {
-    for (const port of ports) proxies.push(await TcpProxy.start({ port }));
-  }
+  if (opts.proxy) for (let i = 0; i < count; i++) proxies.push(await TcpProxy.start());
   let cluster: LocalKafkaCluster;
   try {
     cluster = await LocalKafkaCluster.up({
@@ -139,13 +141,7 @@ export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Pro
     await LocalKafkaCluster.down(dir);
     throw e;
   }
-  // Proxies forward to the CLIENT ports the cluster actually got.
-  if (proxies.length > 0) {
-    await Promise.all(proxies.map((p) => p.stop()));
-    proxies.length = 0;
-    for (const n of cluster.nodes)
-      proxies.push(await TcpProxy.start({ port: n.clientPort }, n.advertisedPort));
-  }
+  for (const [i, n] of cluster.nodes.entries()) proxies[i]?.forwardTo({ port: n.clientPort });
   const harness = new Harness(cluster.bootstrap, cluster.internalBootstrap, '', `dedicated ${dir}`, cluster);
   return Object.assign(harness, { cluster, proxies }) as unknown as DedicatedKafka;
 }
@@ -266,18 +262,20 @@ class Harness implements KafkaHarness {
       .map((t) => t.slice(this.ns.length));
   }
 
-  async readAll(name: string, opts: { timeoutMs?: number } = {}): Promise<ReadRecord[]> {
+  async readAll(name: string, { timeoutMs, ...opts }: ReadAllOptions = {}): Promise<ReadRecord[]> {
     const topic = this.topic(name);
     const admin = await this.admin();
     let reader = this.#readers.get(topic);
     if (reader === undefined) {
       if (!(await admin.listTopics()).includes(topic)) return [];
-      reader = await TopicReader.start(this.#kafka, topic);
+      // One reader per topic for the harness' life: repeated readAll calls (tests poll with it)
+      // cost a high-watermark lookup, not a group join.
+      reader = new TopicReader(this.#kafka, [topic], 'test-read-all');
       this.#readers.set(topic, reader);
     }
     const offsets = await admin.fetchTopicOffsets(topic);
-    const high = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
-    return reader.readUpTo(high, opts.timeoutMs ?? 30_000);
+    const high = new Map(offsets.map((o) => [tp(topic, o.partition), Number(o.high)]));
+    return (await reader.readUpTo(high, { idleMs: timeoutMs, ...opts })).map(toReadRecord);
   }
 
   async stop(): Promise<void> {
@@ -302,84 +300,19 @@ class Harness implements KafkaHarness {
   }
 }
 
-/**
- * One long-lived consumer (in a group of its own) per topic, collecting from the beginning, so
- * repeated readAll calls — tests poll with it — cost a high-watermark lookup, not a group join.
- */
-class TopicReader {
-  private readonly consumer: Consumer;
-  private readonly topic: string;
-  private readonly byPartition = new Map<number, ReadRecord[]>();
-  /** Next offset to read per partition. */
-  private readonly position = new Map<number, number>();
-  private failure: Error | null = null;
-
-  private constructor(consumer: Consumer, topic: string) {
-    this.consumer = consumer;
-    this.topic = topic;
+function toReadRecord({ topic, partition, message: m }: RawRecord): ReadRecord {
+  const headers: Record<string, Buffer> = {};
+  for (const [k, v] of Object.entries(m.headers ?? {})) {
+    const last = Array.isArray(v) ? v.at(-1) : v;
+    if (last !== undefined) headers[k] = Buffer.isBuffer(last) ? last : Buffer.from(last);
   }
-
-  static async start(kafka: Kafka, topic: string): Promise<TopicReader> {
-    const consumer = kafka.consumer({ groupId: `test-read-all-${randomUUID()}`, maxWaitTimeInMs: 100 });
-    const reader = new TopicReader(consumer, topic);
-    consumer.on(consumer.events.CRASH, (e) => {
-      if (!e.payload.restart) reader.failure = e.payload.error;
-    });
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        const list = reader.byPartition.get(batch.partition) ?? [];
-        reader.byPartition.set(batch.partition, list);
-        for (const m of batch.messages) {
-          const offset = Number(m.offset);
-          // A rebalance or retry may hand us a batch again: keep each offset once.
-          if (offset < (reader.position.get(batch.partition) ?? 0)) continue;
-          const headers: Record<string, Buffer> = {};
-          for (const [k, v] of Object.entries(m.headers ?? {})) {
-            const last = Array.isArray(v) ? v.at(-1) : v;
-            if (last !== undefined) headers[k] = Buffer.isBuffer(last) ? last : Buffer.from(last);
-          }
-          list.push({
-            topic: batch.topic,
-            partition: batch.partition,
-            offset,
-            key: m.key,
-            value: m.value,
-            headers,
-            timestamp: Number(m.timestamp),
-          });
-          reader.position.set(batch.partition, offset + 1);
-        }
-      },
-    });
-    return reader;
-  }
-
-  async readUpTo(highWatermarks: Map<number, number>, timeoutMs: number): Promise<ReadRecord[]> {
-    const deadline = Date.now() + timeoutMs;
-    const behind = () =>
-      [...highWatermarks].filter(([p, high]) => high > 0 && (this.position.get(p) ?? 0) < high);
-    while (behind().length > 0) {
-      if (this.failure) throw this.failure;
-      if (Date.now() > deadline) {
-        const lag = behind()
-          .map(([p, high]) => `partition ${p}: at ${this.position.get(p) ?? 0} of ${high}`)
-          .join(', ');
-        throw new Error(`readAll(${this.topic}): not caught up after ${timeoutMs} ms (${lag})`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const out: ReadRecord[] = [];
-    for (const p of [...this.byPartition.keys()].sort((a, b) => a - b)) {
-      const high = highWatermarks.get(p) ?? Number.POSITIVE_INFINITY;
-      for (const r of this.byPartition.get(p)!) if (r.offset < high) out.push(r);
-    }
-    return out;
-  }
-
-  async stop(): Promise<void> {
-    await this.consumer.disconnect();
-  }
+  return {
+    topic,
+    partition,
+    offset: Number(m.offset),
+    key: m.key,
+    value: m.value,
+    headers,
+    timestamp: Number(m.timestamp),
+  };
 }

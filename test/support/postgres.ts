@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { basename } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
+import { ProgressDeadline } from './progress.ts';
 
 export type TestDatabase = {
   /** URL of the fresh database (same server and credentials as the admin URL). */
@@ -195,34 +196,55 @@ export function useTestDatabase(opts: TestDatabaseOptions = {}): TestDatabase {
 }
 
 export type WaitForOptions = {
+  /** Without `progress`: the whole wait. With it: the longest wait without progress. */
   timeoutMs?: number;
   intervalMs?: number;
+  /**
+   * A value that changes while the awaited thing is on its way (rows published, records read):
+   * each change restarts the timeout, up to `capMs` in all. For waits whose length scales with
+   * the machine's load.
+   */
+  progress?: () => unknown;
+  /** With `progress`: the absolute limit. Default 6 × timeoutMs. */
+  capMs?: number;
   /** What was being waited for; a function is evaluated at timeout (to report current state). */
   message?: string | (() => string | Promise<string>);
 };
 
 /**
- * Polls `fn` until it returns true; throws `message` after `timeoutMs` (default 10 s). A throwing
- * `fn` counts as "not yet"; the last error is attached as the timeout error's cause.
+ * Polls `fn` until it returns true; throws `message` after `timeoutMs` (default 10 s), or, with
+ * `progress`, after `timeoutMs` without progress (test/support/progress.ts). A throwing `fn` counts
+ * as "not yet"; the last error is attached as the timeout error's cause.
  */
 export async function waitFor(
   fn: () => Promise<boolean> | boolean,
-  { timeoutMs = 10_000, intervalMs = 50, message = 'condition' }: WaitForOptions = {},
+  { timeoutMs = 10_000, intervalMs = 50, message = 'condition', progress, capMs }: WaitForOptions = {},
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = new ProgressDeadline({
+    idleMs: timeoutMs,
+    capMs: progress ? (capMs ?? timeoutMs * 6) : timeoutMs,
+  });
   let lastError: unknown;
   for (;;) {
     try {
       // A hanging fn must not outlast the timeout.
-      if (await orAfter(Promise.resolve(fn()), Math.max(0, deadline - Date.now()), false)) return;
+      if (await orAfter(Promise.resolve(fn()), deadline.remaining(), false)) return;
       lastError = undefined;
     } catch (err) {
       lastError = err;
     }
-    if (Date.now() >= deadline) break;
-    await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())));
+    if (progress) {
+      try {
+        deadline.note(await orAfter(Promise.resolve(progress()), deadline.remaining(), undefined));
+      } catch {
+        // An unreadable progress value is no progress.
+      }
+    }
+    if (deadline.expired()) break;
+    await sleep(Math.min(intervalMs, deadline.remaining()));
   }
   const text = typeof message === 'function' ? await message() : message;
   const suffix = lastError ? ` (last error: ${(lastError as Error).message ?? lastError})` : '';
-  throw new Error(`waitFor timed out after ${timeoutMs} ms: ${text}${suffix}`, { cause: lastError });
+  const how = progress ? deadline.why() : `after ${timeoutMs} ms`;
+  throw new Error(`waitFor timed out ${how}: ${text}${suffix}`, { cause: lastError });
 }

@@ -7,13 +7,14 @@
  *
  * Ports: AMQP binds port 0 on the first start and the bound port is read back from the OS (the
  * node's listening sockets); a restart binds that port again. The Erlang distribution port cannot
- * be 0 (RabbitMQ refuses it): a random port below the ephemeral range, retried on EADDRINUSE.
+ * be 0 (RabbitMQ refuses it): a port reserved by src/dev/ports.ts, another on EADDRINUSE.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import amqp, { type ChannelModel, type Options } from 'amqplib';
+import { type PortLease, reservePort } from '../../src/dev/ports.ts';
 
 function serverScript(): string {
   const base = '/usr/lib/rabbitmq/lib';
@@ -23,17 +24,6 @@ function serverScript(): string {
       'no RabbitMQ server under /usr/lib/rabbitmq/lib: apt-get install rabbitmq-server (.ci/run does)',
     );
   return join(base, dir, 'sbin', 'rabbitmq-server');
-}
-
-/** The first port of the ephemeral range (the distribution port is picked below it). */
-function ephemeralStart(): number {
-  try {
-    return (
-      Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768
-    );
-  } catch {
-    return 32768;
-  }
 }
 
 export interface StoredAmqpMessage {
@@ -49,6 +39,7 @@ export class ThrowawayRabbit {
   readonly node: string;
   port = 0;
   #distPort = 0;
+  #distLease: PortLease | null = null;
   #child: ChildProcess | null = null;
   #exited: Promise<void> = Promise.resolve();
   #log = '';
@@ -64,8 +55,10 @@ export class ThrowawayRabbit {
   static async start(opts: { maxMessageSize?: number } = {}): Promise<ThrowawayRabbit> {
     const r = new ThrowawayRabbit(opts);
     for (let attempt = 1; ; attempt++) {
-      const low = 10_000;
-      r.#distPort = low + Math.floor(Math.random() * (ephemeralStart() - low - 1));
+      // Reserved like every test port (src/dev/ports.ts: a lock file, below the ephemeral range).
+      r.#distLease?.release();
+      r.#distLease = await reservePort();
+      r.#distPort = r.#distLease.port;
       try {
         await r.#spawn();
         return r;
@@ -259,6 +252,7 @@ export class ThrowawayRabbit {
     } catch {}
     this.#killGroup();
     await this.#exited;
+    this.#distLease?.release();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -2,7 +2,9 @@
  * A TCP fault proxy between a client and one real broker, for faults a healthy broker never
  * makes by itself:
  *
- *   const proxy = await TcpProxy.start({ port: broker.clientPort });   // listens on proxy.port
+ *   const proxy = await TcpProxy.start({ port: broker.clientPort });   // listens on proxy.port (bound on port 0)
+ *   const early = await TcpProxy.start();   // no target yet: a broker can advertise early.port …
+ *   early.forwardTo({ port: broker.clientPort });                     // … and be reached once it runs
  *   proxy.setLatency(40);                 // every chunk, both ways, 40 ms later (order kept)
  *   proxy.cut();                          // drop every connection and refuse new ones …
  *   proxy.restore();                      // … until restored
@@ -41,7 +43,7 @@ function framer(onFrame: (frame: Buffer) => void): (chunk: Buffer) => void {
 export class TcpProxy {
   readonly port: number;
   readonly #server: Server;
-  readonly #target: { host: string; port: number };
+  #target: { host: string; port: number } | null;
   readonly #pairs = new Set<Pair>();
   #latencyMs = 0;
   #cut = false;
@@ -49,23 +51,33 @@ export class TcpProxy {
   /** Produce requests seen, for tests that want to know traffic passed. */
   produceRequests = 0;
 
-  private constructor(server: Server, port: number, target: { host: string; port: number }) {
+  private constructor(server: Server, port: number, target: { host: string; port: number } | null) {
     this.#server = server;
     this.port = port;
     this.#target = target;
   }
 
-  static start(target: { host?: string; port: number }, listenPort = 0): Promise<TcpProxy> {
+  /**
+   * Listens on a port the kernel picks (read back as `port`: nothing to reserve, no race). Without
+   * a target, connections are refused until forwardTo().
+   */
+  static start(target?: { host?: string; port: number }): Promise<TcpProxy> {
     return new Promise((resolve, reject) => {
       const server = createServer();
       server.on('error', reject);
-      server.listen(listenPort, '127.0.0.1', () => {
+      server.listen(0, '127.0.0.1', () => {
         const port = (server.address() as { port: number }).port;
-        const proxy = new TcpProxy(server, port, { host: target.host ?? '127.0.0.1', port: target.port });
+        const proxy = new TcpProxy(server, port, null);
+        if (target) proxy.forwardTo(target);
         server.on('connection', (c) => proxy.#accept(c));
         resolve(proxy);
       });
     });
+  }
+
+  /** Where new connections go from now on. */
+  forwardTo(target: { host?: string; port: number }): void {
+    this.#target = { host: target.host ?? '127.0.0.1', port: target.port };
   }
 
   setLatency(ms: number): void {
@@ -102,7 +114,7 @@ export class TcpProxy {
   }
 
   #accept(client: Socket): void {
-    if (this.#cut) {
+    if (this.#cut || this.#target === null) {
       client.destroy();
       return;
     }
