@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
+import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.ts';
@@ -114,8 +115,9 @@ export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)
   process.on('SIGINT', onSignal);
   await relay.start();
   // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
-  if (c.deadLetterTopic && sink instanceof KafkaSink && c.kafkaTopics !== 'create')
-    void checkDeadLetterTopic(sink, c.deadLetterTopic, log);
+  const kafka = sink instanceof SchemaRegistrySink ? sink.inner : sink;
+  if (c.deadLetterTopic && kafka instanceof KafkaSink && c.kafkaTopics !== 'create')
+    void checkDeadLetterTopic(kafka, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
   const http = c.http
     ? await startHttpServer({

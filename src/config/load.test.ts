@@ -118,6 +118,88 @@ describe('loadConfig', () => {
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
       /expected KEY=VALUE/,
     ],
+    [
+      'oauthbearer without a token source',
+      ['--kafka-sasl-mechanism', 'oauthbearer'],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1' },
+      /--kafka-sasl-mechanism \/ KAFKA_SASL_MECHANISM: oauthbearer needs --kafka-oauth-token-url .* or --kafka-oauth-token-command/,
+    ],
+    [
+      'oauthbearer token endpoint without a client secret',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'https://idp/token',
+        KAFKA_OAUTH_CLIENT_ID: 'relay',
+      },
+      /--kafka-oauth-client-secret \/ KAFKA_OAUTH_CLIENT_SECRET: is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE/,
+    ],
+    [
+      'oauthbearer extension with a bad name',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_COMMAND: 'get-token',
+        KAFKA_OAUTH_EXTENSIONS: 'logical_cluster=lkc-1',
+      },
+      /--kafka-oauth-extension \/ KAFKA_OAUTH_EXTENSIONS: "logical_cluster": an extension name is letters only/,
+    ],
+    [
+      'oauthbearer with both a token endpoint and a command',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'https://idp/token',
+        KAFKA_OAUTH_TOKEN_COMMAND: 'get-token',
+      },
+      /not both/,
+    ],
+    [
+      'oauthbearer token URL that is not http(s)',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        KAFKA_SASL_MECHANISM: 'oauthbearer',
+        KAFKA_OAUTH_TOKEN_URL: 'idp/token',
+      },
+      /--kafka-oauth-token-url \/ KAFKA_OAUTH_TOKEN_URL: "idp\/token" is not an http\(s\) URL/,
+    ],
+    [
+      'a schema registry with nothing to frame',
+      [],
+      { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1', SCHEMA_REGISTRY_URL: 'http://sr:8081' },
+      /--schema-registry-url \/ SCHEMA_REGISTRY_URL: frames envelope-protobuf values only.*set --value-format envelope-protobuf/,
+    ],
+    [
+      'a schema registry URL that is not http(s)',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        OUTBOX_VALUE_FORMAT: 'envelope-protobuf',
+        SCHEMA_REGISTRY_URL: 'sr:8081',
+      },
+      /"sr:8081" is not an http\(s\) URL/,
+    ],
+    [
+      'a schema registry password without a user',
+      [],
+      {
+        DATABASE_URL: DB,
+        KAFKA_BROKERS: 'k:1',
+        OUTBOX_VALUE_FORMAT_OVERRIDES: 'Order=envelope-protobuf',
+        SCHEMA_REGISTRY_URL: 'https://sr',
+        SCHEMA_REGISTRY_PASSWORD: 'pw',
+      },
+      /--schema-registry-username \/ SCHEMA_REGISTRY_USERNAME: is required with a registry password/,
+    ],
   ];
   for (const [name, argv, env, message] of bad) {
     it(`rejects ${name} with an error naming the field`, () => {

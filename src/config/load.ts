@@ -23,9 +23,16 @@ export interface Config {
   kafkaSslCaFile?: string;
   kafkaSslCertFile?: string;
   kafkaSslKeyFile?: string;
-  kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512';
+  kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512' | 'oauthbearer';
   kafkaSaslUsername?: string;
   kafkaSaslPassword?: string;
+  kafkaOauthTokenUrl?: string;
+  kafkaOauthClientId?: string;
+  kafkaOauthClientSecret?: string;
+  kafkaOauthScope?: string;
+  kafkaOauthAudience?: string;
+  kafkaOauthTokenCommand?: string;
+  kafkaOauthExtensions: Record<string, string>;
   kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
@@ -48,6 +55,11 @@ export interface Config {
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
+  schemaRegistryUrl?: string;
+  schemaRegistryUsername?: string;
+  schemaRegistryPassword?: string;
+  schemaRegistrySubjectStrategy: 'topic-name' | 'record-name';
+  schemaRegistryAutoRegister: boolean;
   batchSize: number;
   batchBytes: number;
   lingerMs: number;
@@ -444,6 +456,7 @@ export function validate(
           `${type}=${format}: the format must be one of ${VALUE_FORMATS.join(', ')}`,
         );
     }
+    if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -472,7 +485,8 @@ export function validate(
     for (const b of c.kafkaBrokers) {
       if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
     }
-    if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
+    if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, need, fail);
+    else if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
       throw need(
         'kafkaSaslMechanism',
         `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
@@ -507,6 +521,55 @@ export function validate(
     // '' is the default exchange (routing key = queue name).
     const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
     if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
+  }
+}
+
+/** Builds the error of a check: `need` for a combination, `fail` for one option's own value (validate's). */
+type Check = (key: string, why: string) => Error;
+
+/** --schema-registry-url: an http(s) URL, something to frame, and a password only with a user. */
+function validateSchemaRegistry(c: Config, need: Check, fail: Check): void {
+  if (!/^https?:\/\/[^\s/]+/.test(c.schemaRegistryUrl ?? ''))
+    throw fail('schemaRegistryUrl', `${JSON.stringify(c.schemaRegistryUrl)} is not an http(s) URL`);
+  const formats = [c.valueFormat, ...Object.values(c.valueFormatOverrides)];
+  if (!formats.includes('envelope-protobuf'))
+    throw need(
+      'schemaRegistryUrl',
+      'frames envelope-protobuf values only, and no event has that format: set --value-format envelope-protobuf (or a --value-format-override TYPE=envelope-protobuf), or drop the option',
+    );
+  if (c.schemaRegistryPassword !== undefined && !c.schemaRegistryUsername)
+    throw need('schemaRegistryUsername', 'is required with a registry password');
+}
+
+/** --kafka-sasl-mechanism oauthbearer: a token endpoint with its client, or a token command; not both. */
+function validateOAuth(c: Config, need: Check, fail: Check): void {
+  const { kafkaOauthTokenUrl: url, kafkaOauthTokenCommand: command } = c;
+  if (url && command)
+    throw need('kafkaOauthTokenCommand', 'give either --kafka-oauth-token-url or a token command, not both');
+  if (!url && !command)
+    throw need(
+      'kafkaSaslMechanism',
+      'oauthbearer needs --kafka-oauth-token-url (with --kafka-oauth-client-id and a client secret) or --kafka-oauth-token-command',
+    );
+  for (const [k, v] of Object.entries(c.kafkaOauthExtensions)) {
+    // RFC 7628 §3.1: key = 1*(ALPHA), value = 1*(VCHAR / SP / HTAB / CR / LF); "auth" is the token's.
+    if (!/^[A-Za-z]+$/.test(k) || k === 'auth')
+      throw fail(
+        'kafkaOauthExtensions',
+        `${JSON.stringify(k)}: an extension name is letters only, and not "auth"`,
+      );
+    if (!/^[\x21-\x7e \t\r\n]+$/.test(v))
+      throw fail('kafkaOauthExtensions', `${k}: the value may hold only printable ASCII and spaces`);
+  }
+  if (url) {
+    if (!/^https?:\/\/[^\s/]+/.test(url))
+      throw fail('kafkaOauthTokenUrl', `${JSON.stringify(url)} is not an http(s) URL`);
+    if (!c.kafkaOauthClientId) throw need('kafkaOauthClientId', 'is required with --kafka-oauth-token-url');
+    if (!c.kafkaOauthClientSecret)
+      throw need(
+        'kafkaOauthClientSecret',
+        'is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE (or --kafka-oauth-client-secret-file) to a file holding it',
+      );
   }
 }
 

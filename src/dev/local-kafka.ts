@@ -40,6 +40,20 @@ export interface SaslUsers {
   superUsers: string[];
 }
 
+/**
+ * SASL/OAUTHBEARER on the CLIENT listener, validated by Kafka's own JWKS-based validator
+ * (OAuthBearerValidatorCallbackHandler: signature against the JWKS, `exp`, `sub`, and the audience
+ * and issuer when given). No authorizer: any valid token may do anything.
+ */
+export interface OAuthBearerListener {
+  /** Where the broker fetches the signing keys (http://127.0.0.1:… in tests). */
+  jwksUrl: string;
+  expectedAudience?: string;
+  expectedIssuer?: string;
+  /** connections.max.reauth.ms of the listener: the broker makes clients re-authenticate this often. */
+  maxReauthMs?: number;
+}
+
 export interface LocalKafkaOptions {
   /** Cluster directory (created). */
   dir: string;
@@ -53,6 +67,8 @@ export interface LocalKafkaOptions {
   /** message.max.bytes of the brokers. */
   maxMessageBytes?: number;
   sasl?: SaslUsers;
+  /** SASL/OAUTHBEARER on the CLIENT listener instead of PLAIN (not with `sasl`). */
+  oauthbearer?: OAuthBearerListener;
   /** Per node (index 0 = node 1): the CLIENT port to advertise, e.g. a fault proxy's. */
   advertisedPorts?: number[];
   /** More server.properties, applied last. */
@@ -79,6 +95,7 @@ interface ClusterFile {
   clusterId: string;
   nodes: LocalKafkaNode[];
   sasl?: SaslUsers;
+  oauthbearer?: OAuthBearerListener;
   heapMb: number;
 }
 
@@ -258,6 +275,7 @@ export class LocalKafkaCluster {
   readonly #libs: string;
   readonly #java: string;
   readonly #heapMb: number;
+  readonly #oauthbearer: OAuthBearerListener | undefined;
   readonly #log: (line: string) => void;
   /** The ports this process reserved for a cluster it created; released by destroy(). */
   readonly #leases: PortLease[];
@@ -275,6 +293,7 @@ export class LocalKafkaCluster {
     this.nodes = file.nodes;
     this.sasl = file.sasl;
     this.#heapMb = file.heapMb;
+    this.#oauthbearer = file.oauthbearer;
     this.#libs = libs;
     this.#java = java;
     this.#log = log;
@@ -397,6 +416,7 @@ export class LocalKafkaCluster {
       clusterId: clusterIdFor(randomBytes(16)),
       nodes,
       sasl: opts.sasl,
+      oauthbearer: opts.oauthbearer,
       heapMb: opts.heapMb ?? 512,
     };
   }
@@ -412,7 +432,7 @@ export class LocalKafkaCluster {
     for (const node of file.nodes) {
       const nodeDir = this.#nodeDir(node.id);
       mkdirSync(nodeDir, { recursive: true });
-      const clientProtocol = file.sasl ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
+      const clientProtocol = file.sasl || file.oauthbearer ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
       const listeners = [
         `CLIENT://127.0.0.1:${node.clientPort}`,
         `INTERNAL://127.0.0.1:${node.internalPort}`,
@@ -460,6 +480,7 @@ export class LocalKafkaCluster {
         props['super.users'] = [...file.sasl.superUsers, 'ANONYMOUS'].map((u) => `User:${u}`).join(';');
         props['allow.everyone.if.no.acl.found'] = false;
       }
+      if (file.oauthbearer) Object.assign(props, oauthBearerProps(file.oauthbearer));
       Object.assign(props, opts.extraConfig ?? {});
       const text = Object.entries(props)
         .map(([k, v]) => `${k}=${String(v)}`)
@@ -506,6 +527,10 @@ export class LocalKafkaCluster {
         // The JVM's collections, with wall-clock times, beside server.log (pauses explain latency tails).
         `-Xlog:gc:file=${join(nodeDir, 'gc.log')}:time,uptime:filecount=2,filesize=10m`,
         '-Djava.awt.headless=true',
+        // Kafka >= 4.0 refuses every OAUTHBEARER URL (JWKS, token endpoint) it is not told to allow.
+        ...(this.#oauthbearer
+          ? [`-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=${this.#oauthbearer.jwksUrl}`]
+          : []),
         logConfig,
         '-cp',
         join(this.#libs, '*'),
@@ -656,6 +681,22 @@ export class LocalKafkaCluster {
       await admin.disconnect().catch(() => {});
     }
   }
+}
+
+/** server.properties of an OAUTHBEARER CLIENT listener validated against a JWKS (see OAuthBearerListener). */
+function oauthBearerProps(o: OAuthBearerListener): Record<string, string | number> {
+  const p = 'listener.name.client.oauthbearer.';
+  const props: Record<string, string | number> = {
+    'listener.name.client.sasl.enabled.mechanisms': 'OAUTHBEARER',
+    [`${p}sasl.jaas.config`]: 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;',
+    [`${p}sasl.server.callback.handler.class`]:
+      'org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler',
+    [`${p}sasl.oauthbearer.jwks.endpoint.url`]: o.jwksUrl,
+  };
+  if (o.expectedAudience) props[`${p}sasl.oauthbearer.expected.audience`] = o.expectedAudience;
+  if (o.expectedIssuer) props[`${p}sasl.oauthbearer.expected.issuer`] = o.expectedIssuer;
+  if (o.maxReauthMs !== undefined) props[`${p}connections.max.reauth.ms`] = o.maxReauthMs;
+  return props;
 }
 
 /** Runs a command to completion: its exit code and its output (stdout and stderr together). */

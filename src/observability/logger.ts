@@ -21,7 +21,15 @@ export async function createLogger(opts: LoggerOptions): Promise<Logger> {
     level: opts.level,
     base: { service: 'outbox-relay' },
     redact: {
-      paths: ['password', '*.password', 'databaseUrl', '*.databaseUrl', 'kafkaSaslPassword'],
+      paths: [
+        'password',
+        '*.password',
+        'databaseUrl',
+        '*.databaseUrl',
+        'kafkaSaslPassword',
+        'kafkaOauthClientSecret',
+        'schemaRegistryPassword',
+      ],
       censor: '***',
     },
     timestamp: pino.stdTimeFunctions.isoTime,

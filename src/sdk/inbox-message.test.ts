@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { outboxEvent } from '../../test/support/outbox-event.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { encodeValue, type ValueFormat } from '../route/value-format.ts';
+import { frame, frameHeader } from '../schema-registry/wire-format.ts';
 import { InboxError } from './errors.ts';
 import { isEnvelopeProtobuf, toInboxMessage } from './inbox-message.ts';
 
@@ -40,6 +41,14 @@ describe('toInboxMessage', () => {
     const m = toInboxMessage(p);
     expect(m.eventId).toBe(ID);
     expect(m.envelope?.eventType).toBe('OrderPlaced');
+    expect(m.payload?.toString()).toBe('{"total":10}');
+  });
+
+  it('envelope-protobuf framed for a Schema Registry (magic byte, schema id, message indexes) decodes too', () => {
+    const p = published('envelope-protobuf');
+    p.message.value = frame(frameHeader(42, [0]), p.message.value!);
+    const m = toInboxMessage(p);
+    expect(m.eventId).toBe(ID);
     expect(m.payload?.toString()).toBe('{"total":10}');
   });
 

@@ -2,6 +2,7 @@ import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import type { EachMessagePayload, IHeaders } from 'kafkajs';
 import { type Envelope, EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
 import { HEADER } from '../route/router.ts';
+import { unframeProtobuf } from '../schema-registry/wire-format.ts';
 import { InboxError } from './errors.ts';
 import { UUID } from './event-input.ts';
 
@@ -65,7 +66,8 @@ export function toInboxMessage(p: EachMessagePayload, opts: { envelope?: boolean
     }
     try {
       envelope = isEnvelopeProtobuf(contentType)
-        ? fromBinary(EnvelopeSchema, p.message.value)
+        ? // With a Schema Registry (docs/kafka.md) the value is framed: the magic byte says so.
+          fromBinary(EnvelopeSchema, unframeProtobuf(p.message.value))
         : fromJsonString(EnvelopeSchema, p.message.value.toString('utf8'), { ignoreUnknownFields: true });
     } catch (err) {
       throw new InboxError(

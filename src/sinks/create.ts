@@ -1,5 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
+import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { KafkaSink } from './kafka.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
@@ -7,6 +8,11 @@ import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
 
 export function createSink(c: Config, log: Logger): Sink {
+  const sink = brokerSink(c, log);
+  return c.schemaRegistryUrl ? new SchemaRegistrySink(sink, c) : sink;
+}
+
+function brokerSink(c: Config, log: Logger): Sink {
   switch (c.sink) {
     case 'stdout':
       return new StdoutSink();

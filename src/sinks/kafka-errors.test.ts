@@ -5,6 +5,7 @@ import {
   KafkaJSNonRetriableError,
   KafkaJSProtocolError,
   KafkaJSRequestTimeoutError,
+  KafkaJSSASLAuthenticationError,
 } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import {
@@ -128,5 +129,25 @@ describe('breaksProducer: what an error means for the producer that raised it', 
       false,
     );
     expect(breaksProducer(new Error('socket hang up'))).toBe(false);
+  });
+});
+
+describe('SASL authentication failures', () => {
+  it("the brokers refusing the relay's credentials (e.g. an expired token) is transient and names the fix", () => {
+    // kafkajs' typings omit the constructor's message argument.
+    const refused = new (KafkaJSSASLAuthenticationError as unknown as new (m: string) => Error)(
+      'SASL OAUTHBEARER authentication failed: invalid_token',
+    );
+    // As kafkajs' retrier wraps it (its typings omit the options argument).
+    const wrapped = new (KafkaJSNonRetriableError as unknown as new (e: Error, o: { cause: Error }) => Error)(
+      refused,
+      { cause: refused },
+    );
+    for (const e of [refused, wrapped]) {
+      const c = classifyKafkaError(e);
+      expect(c).toMatchObject({ class: 'transient', reason: 'KafkaJSSASLAuthenticationError' });
+      expect(c.message).toMatch(/refused the relay's credentials .* nothing is failed meanwhile/);
+      expect(breaksProducer(e)).toBe(false);
+    }
   });
 });

@@ -95,6 +95,10 @@ export function breaksProducer(e: unknown): boolean {
  * none is failed for them — transient, with the fix in the message.
  */
 export const PRINCIPAL_KAFKA_TYPES: Readonly<Record<string, string>> = {
+  KafkaJSSASLAuthenticationError:
+    "the brokers refused the relay's credentials (SASL): check the --kafka-sasl-* options; for oauthbearer the token's signature, expiry, audience and issuer as the brokers validate them — nothing is failed meanwhile",
+  SASL_AUTHENTICATION_FAILED:
+    "the brokers refused the relay's credentials (SASL): check the --kafka-sasl-* options; for oauthbearer the token's signature, expiry, audience and issuer as the brokers validate them — nothing is failed meanwhile",
   CLUSTER_AUTHORIZATION_FAILED:
     "the relay's principal may not produce at all (an idempotent producer needs Write on a topic or IdempotentWrite on the cluster); grant it — nothing is failed meanwhile",
 };

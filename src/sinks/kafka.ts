@@ -18,8 +18,10 @@ import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
 import { logCreator } from './kafkajs-log.ts';
+import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
+import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 import type { Sink } from './sink.ts';
 
@@ -34,6 +36,13 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaSaslMechanism'
   | 'kafkaSaslUsername'
   | 'kafkaSaslPassword'
+  | 'kafkaOauthTokenUrl'
+  | 'kafkaOauthClientId'
+  | 'kafkaOauthClientSecret'
+  | 'kafkaOauthScope'
+  | 'kafkaOauthAudience'
+  | 'kafkaOauthTokenCommand'
+  | 'kafkaOauthExtensions'
   | 'kafkaCompression'
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
@@ -70,8 +79,14 @@ function ssl(c: KafkaSinkConfig) {
   };
 }
 
-function sasl(c: KafkaSinkConfig): SASLOptions | undefined {
+function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | undefined {
   if (c.kafkaSaslMechanism === 'none') return undefined;
+  // kafkajs' own OAUTHBEARER takes a refused token for success (src/sinks/kafkajs-oauthbearer.ts).
+  if (tokens)
+    return {
+      mechanism: 'oauthbearer',
+      authenticationProvider: oauthBearerAuthenticator(tokens, c.kafkaOauthExtensions),
+    } as unknown as SASLOptions;
   return {
     mechanism: c.kafkaSaslMechanism,
     username: c.kafkaSaslUsername ?? '',
@@ -104,6 +119,8 @@ export class KafkaSink implements Sink {
   readonly #ledger = new PartitionLedger();
   /** Sends the client reported done that a partition's response did not cover (tests, logs). */
   unacknowledgedSends = 0;
+  /** OAUTHBEARER tokens (null for other mechanisms). */
+  readonly tokens: TokenCache | null;
   /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
   readonly #topics: TopicProvisioner;
   readonly #known: KnownTopic[];
@@ -111,6 +128,7 @@ export class KafkaSink implements Sink {
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
     this.#log = log;
+    this.tokens = oauthTokens(c);
     // Record batches written in one pass (src/sinks/produce-encoder.ts); kafkajs' encoder otherwise.
     if (!installProduceEncoder())
       log.warn(
@@ -127,7 +145,7 @@ export class KafkaSink implements Sink {
       clientId: c.kafkaClientId,
       brokers: c.kafkaBrokers,
       ssl: ssl(c),
-      sasl: sasl(c),
+      sasl: sasl(c, this.tokens),
       connectionTimeout: 5000,
       requestTimeout: c.kafkaRequestTimeoutMs,
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },

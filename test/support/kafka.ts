@@ -20,7 +20,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { type Admin, Kafka, logLevel } from 'kafkajs';
 import { inject } from 'vitest';
-import { LocalKafkaCluster, type SaslUsers } from '../../src/dev/local-kafka.ts';
+import { LocalKafkaCluster, type OAuthBearerListener, type SaslUsers } from '../../src/dev/local-kafka.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { type RawRecord, type ReadUpToOptions, TopicReader, tp } from './topic-reader.ts';
 
@@ -110,6 +110,7 @@ export interface DedicatedKafkaOptions {
   /** Put a TcpProxy in front of each node's client listener. */
   proxy?: boolean;
   sasl?: SaslUsers;
+  oauthbearer?: OAuthBearerListener;
   extraConfig?: Record<string, string | number | boolean>;
 }
 
@@ -130,6 +131,7 @@ export async function startDedicatedKafka(opts: DedicatedKafkaOptions = {}): Pro
       autoCreateTopics: opts.autoCreateTopics,
       maxMessageBytes: opts.maxMessageBytes,
       sasl: opts.sasl,
+      oauthbearer: opts.oauthbearer,
       extraConfig: opts.extraConfig,
       advertisedPorts: proxies.length > 0 ? proxies.map((p) => p.port) : undefined,
       heapMb: 384,
