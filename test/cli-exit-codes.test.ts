@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../src/cli/exit-codes.ts';
 import { COMMAND_SUMMARY } from '../src/config/help.ts';
 import { type Command, flagSpellings, optionsFor, SUBCOMMANDS } from '../src/config/options.ts';
+import { EXIT } from '../src/exit-codes.ts';
 import { useTestDatabase } from './support/postgres.ts';
 
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));

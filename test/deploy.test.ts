@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { OPTIONS } from '../src/config/options.ts';
 import { DEFAULT_KAFKA_VERSION } from '../src/dev/local-kafka.ts';
-import { collectProcessMetrics } from '../src/observability/http-server.ts';
+import { collectProcessMetrics } from '../src/http/server.ts';
 import { RelayMetrics } from '../src/observability/metrics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

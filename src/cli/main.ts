@@ -9,8 +9,9 @@ import { type Command, optionsFor, SUBCOMMANDS } from '../config/options.ts';
 import { formatResolved, resolvedOptions } from '../config/print.ts';
 import { UsageError } from '../config/usage-error.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
+import { EXIT, exitCodeFor } from '../exit-codes.ts';
+import { startHttpServer } from '../http/server.ts';
 import { stuckAfterFor } from '../observability/health.ts';
-import { startHttpServer } from '../observability/http-server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { checkDatabase } from '../replication/preflight.ts';
@@ -23,7 +24,6 @@ import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { migrate } from '../store/migrate.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
 import { completionScript, SHELLS, type Shell } from './completion.ts';
-import { EXIT, exitCodeFor } from './exit-codes.ts';
 
 /** From package.json, so `--version` is the installed package's version. */
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;

@@ -11,7 +11,6 @@ import { countEvents, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
 import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
 import { type RelayView, readSample } from '../observability/health.ts';
-import type { HealthWatch } from '../observability/health-watch.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, parseFilter } from '../ops/event-filter.ts';
 import { selectTargets, showEvent } from '../ops/events.ts';
@@ -20,6 +19,7 @@ import { audit, type OpsContext } from '../ops/operator.ts';
 import { reasonOf, remedyFor } from '../ops/remedies.ts';
 import { countReplay } from '../ops/replay.ts';
 import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
+import type { HealthSource } from '../ops/status-report.ts';
 import { topicFor } from '../route/router.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
@@ -50,7 +50,7 @@ export interface ConsoleOptions {
   /** The in-process relay (the object /readyz reads). */
   relay: RelayView;
   /** The health verdict of `outbox-relay status`, the one /readyz and the metrics show. */
-  health: HealthWatch;
+  health: HealthSource;
   log: Logger;
   /** How often the console samples the slot and the metrics for its charts. */
   sampleEveryMs?: number;

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { type Config, loadConfig } from '../config/load.ts';
-import { type HttpServer, startHttpServer } from '../observability/http-server.ts';
+import { type HttpServer, startHttpServer } from '../http/server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
 import { DEFAULT_TOPIC_TEMPLATE } from '../route/router.ts';

@@ -220,7 +220,7 @@ export class SlotMetrics {
 
 /**
  * The health verdict of `outbox-relay status` (ops/status-report.ts), as the relay's HTTP server
- * last read it (observability/health-watch.ts): the same verdict /readyz's body and the console
+ * last read it (http/health-watch.ts): the same verdict /readyz's body and the console
  * show. Nothing is exported until the first reading.
  */
 export class HealthMetrics {

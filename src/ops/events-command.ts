@@ -1,5 +1,5 @@
-import { EXIT } from '../cli/exit-codes.ts';
 import type { Config } from '../config/load.ts';
+import { EXIT } from '../exit-codes.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
 import { countEvents, type EventRecord, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';

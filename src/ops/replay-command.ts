@@ -1,5 +1,5 @@
-import { EXIT } from '../cli/exit-codes.ts';
 import type { Config } from '../config/load.ts';
+import { EXIT } from '../exit-codes.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
 import { STATUSES, type Status } from '../lifecycle/statuses.ts';
 import { describeFilter, parseFilter } from './event-filter.ts';

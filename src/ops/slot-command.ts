@@ -1,5 +1,5 @@
-import { EXIT } from '../cli/exit-codes.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { EXIT } from '../exit-codes.ts';
 import { currentRole } from '../replication/preflight.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';

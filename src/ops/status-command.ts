@@ -1,4 +1,4 @@
-import { EXIT } from '../cli/exit-codes.ts';
+import { EXIT } from '../exit-codes.ts';
 import { OpsInputError } from './input-error.ts';
 import type { OpsContext } from './operator.ts';
 import { readStatus } from './status.ts';

@@ -71,7 +71,7 @@ export interface FailingGroup {
 
 /**
  * healthy: nothing to do; degraded: watch it (exit 0); unhealthy: act now (exit 69); unknown: the
- * status could not be read (the relay's own reading, observability/health-watch.ts).
+ * status could not be read (the relay's own reading, http/health-watch.ts).
  */
 export type HealthVerdict = 'healthy' | 'degraded' | 'unhealthy' | 'unknown';
 export const HEALTH_VERDICTS: readonly HealthVerdict[] = ['healthy', 'degraded', 'unhealthy', 'unknown'];
@@ -147,7 +147,7 @@ export const LAG_WARN_SECONDS = 60;
 
 /**
  * The one health verdict of a status snapshot: `outbox-relay status`, the body of /readyz, the
- * console's overview and the outbox_health metrics all show this (observability/health-watch.ts).
+ * console's overview and the outbox_health metrics all show this (http/health-watch.ts).
  *
  * Unhealthy (exit non-zero) when:
  *  - the slot is missing (events committed now are not captured),
@@ -322,4 +322,20 @@ function relayProblemOf(
     default:
       return null;
   }
+}
+
+/**
+ * The verdict as the relay last read it, and when (http/health-watch.ts reads it; /readyz's body,
+ * the console's overview and the outbox_health metrics show it).
+ */
+export interface HealthReading extends Verdict {
+  /** ms since the epoch of the reading; null before the first one finished. */
+  checkedAt: number | null;
+  /** The whole report (null before the first reading, or when the status could not be read). */
+  report: StatusReport | null;
+}
+
+/** Where the console reads the verdict (the relay's HealthWatch). */
+export interface HealthSource {
+  readonly current: HealthReading;
 }

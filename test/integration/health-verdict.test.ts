@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/load.ts';
-import { type HttpServer, startHttpServer } from '../../src/observability/http-server.ts';
+import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { Finding, HealthVerdict } from '../../src/ops/status-report.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';

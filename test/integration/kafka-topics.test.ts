@@ -1,6 +1,6 @@
 import { ConfigResourceTypes } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { OutboundMessage, OutboxEvent } from '../../src/route/event.ts';
 import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka.ts';

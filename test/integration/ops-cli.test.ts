@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type HttpServer, startHttpServer } from '../../src/observability/http-server.ts';
+import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { readStatus } from '../../src/ops/status.ts';
 import { evaluate } from '../../src/ops/status-report.ts';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
 

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, type RelayProcess, slotOf, spawnCli } from '../support/relay.ts';
 

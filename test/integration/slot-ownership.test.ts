@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
 import { isRelayError } from '../../src/errors.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { readSlot } from '../../src/sweeper/slot-watch.ts';
 import { useTestDatabase } from '../support/postgres.ts';
 import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';

@@ -7,10 +7,10 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT } from '../../src/cli/exit-codes.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import type { Classified } from '../../src/errors.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import type { Sink } from '../../src/sinks/sink.ts';

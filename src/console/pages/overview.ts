@@ -1,7 +1,7 @@
 import type { EventRecord } from '../../lifecycle/queries.ts';
 import { STATUSES, UNHEALTHY } from '../../lifecycle/statuses.ts';
-import type { HealthReading } from '../../observability/health-watch.ts';
 import { formatAge, formatBytes } from '../../ops/format.ts';
+import type { HealthReading } from '../../ops/status-report.ts';
 import type { SlotReading } from '../../sweeper/slot-watch.ts';
 import { lineChart } from '../chart.ts';
 import type { Point } from '../history.ts';

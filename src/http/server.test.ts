@@ -2,10 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Config } from '../config/load.ts';
 import { loadConfig } from '../config/load.ts';
 import { isRelayError } from '../errors.ts';
-import type { RelayView } from './health.ts';
-import { type HttpServer, startHttpServer } from './http-server.ts';
-import { silentLogger } from './logger.ts';
-import { RelayMetrics, type RelayState } from './metrics.ts';
+import type { RelayView } from '../observability/health.ts';
+import { silentLogger } from '../observability/logger.ts';
+import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
+import { type HttpServer, startHttpServer } from './server.ts';
 
 /** A relay as the server sees it, with fields the test moves by hand. */
 function fakeRelay(state: RelayState = 'streaming') {

@@ -13,9 +13,9 @@ import {
   readSample,
   type Sample,
   type Verdict,
-} from './health.ts';
+} from '../observability/health.ts';
+import type { Logger } from '../observability/logger.ts';
 import { HealthWatch } from './health-watch.ts';
-import type { Logger } from './logger.ts';
 
 export interface HttpServerOptions {
   port: number;

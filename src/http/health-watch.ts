@@ -1,26 +1,21 @@
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { errorMessage } from '../errors.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { HealthMetrics } from '../observability/metrics.ts';
 import { readStatus } from '../ops/status.ts';
 import {
   evaluate,
   HEALTH_VERDICTS,
+  type HealthReading,
   PROBLEM_IDS,
   type StatusReport,
   unreadableVerdict,
   type Verdict,
 } from '../ops/status-report.ts';
 import { createPool } from '../store/pool.ts';
-import type { Logger } from './logger.ts';
-import type { HealthMetrics } from './metrics.ts';
 
-/** The verdict as last read, and when. */
-export interface HealthReading extends Verdict {
-  /** ms since the epoch of the reading; null before the first one finished. */
-  checkedAt: number | null;
-  /** The whole report (null before the first reading, or when the status could not be read). */
-  report: StatusReport | null;
-}
+export type { HealthReading };
 
 /** How often the relay's HTTP server reads the status (one connection, the queries of `status`). */
 export const HEALTH_EVERY_MS = 15_000;

@@ -1,4 +1,4 @@
-import { ErrorCode, type RelayError } from '../errors.ts';
+import { ErrorCode, type RelayError } from './errors.ts';
 
 /** Distinct exit codes (sysexits.h values) so supervisors can tell causes apart. */
 export const EXIT = {
