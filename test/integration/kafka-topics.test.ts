@@ -264,7 +264,9 @@ describe('--kafka-topics verify and check', () => {
 
   it('a bad override names the option: a bad command line from a flag (64), bad configuration from the environment (78)', async () => {
     const args = ['check', '--database-url', db.url, '--kafka-brokers', kafka.brokers.join(',')];
-    const flag = spawnCli([...args, '--kafka-topic-override', 'Order=partitions=many'], { OUTBOX_SLOT: slotOf(db) });
+    const flag = spawnCli([...args, '--kafka-topic-override', 'Order=partitions=many'], {
+      OUTBOX_SLOT: slotOf(db),
+    });
     expect(await flag.exited).toBe(EXIT.USAGE);
     expect(flag.logs()).toMatch(
       /--kafka-topic-override \(flag\): Order=partitions=many: partitions=many: must be a whole number/,
