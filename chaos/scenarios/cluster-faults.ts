@@ -182,6 +182,13 @@ export const clusterRollingRestart: Scenario = clusterScenario({
   },
 });
 
+/** The busiest non-controller leader frozen (SIGSTOP) until the controller moved its partitions. */
+async function freezeUntilFenced(ctx: FaultContext): Promise<{ node: number; moved: number | null }> {
+  const node = await ctx.busiestLeader();
+  ctx.env.cluster!.signal(node, 'SIGSTOP');
+  return { node, moved: await ctx.movedOff(node) };
+}
+
 /**
  * Requests swallowed, not refused: the node is frozen (SIGSTOP), so its sockets accept and never
  * answer, and it stops heartbeating: the controller fences it and moves its partitions while the
@@ -195,9 +202,7 @@ export const clusterFrozenLeader: Scenario = clusterScenario({
   budgetMs: 300_000,
   relayArgs: ['--kafka-request-timeout-ms', '30000'],
   async inject(ctx) {
-    const node = await ctx.busiestLeader();
-    ctx.env.cluster!.signal(node, 'SIGSTOP');
-    const moved = await ctx.movedOff(node);
+    const { node, moved } = await freezeUntilFenced(ctx);
     await sleep(2000);
     ctx.env.cluster!.signal(node, 'SIGCONT');
     await ctx.fullIsr();
@@ -214,9 +219,7 @@ export const clusterFrozenThenKilled: Scenario = clusterScenario({
   budgetMs: 300_000,
   relayArgs: ['--kafka-request-timeout-ms', '30000'],
   async inject(ctx) {
-    const node = await ctx.busiestLeader();
-    ctx.env.cluster!.signal(node, 'SIGSTOP');
-    const moved = await ctx.movedOff(node);
+    const { node, moved } = await freezeUntilFenced(ctx);
     await ctx.env.cluster!.kill(node, 'SIGKILL');
     await ctx.env.cluster!.start(node);
     await ctx.fullIsr();
