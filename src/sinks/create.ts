@@ -1,9 +1,9 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
-import { SchemaRegistrySink } from '../schema-registry/registry-sink.ts';
 import { KafkaSink } from './kafka.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
+import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
 

@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import type { Config } from '../../src/config/load.ts';
 import { ensureApicurioApp, java21, LocalRegistry } from '../../src/dev/local-registry.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { SchemaRegistrySink } from '../../src/schema-registry/registry-sink.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { SchemaRegistrySink } from '../../src/sinks/registry-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, type ReadRecord, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';

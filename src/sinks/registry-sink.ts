@@ -1,12 +1,12 @@
 import type { Config } from '../config/load.ts';
+import type { Classified } from '../errors.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { valueFormatFor } from '../route/value-format.ts';
-import type { Classified } from '../sinks/kafka-errors.ts';
-import type { Sink } from '../sinks/sink.ts';
-import { envelopeSchema } from './envelope-schema.ts';
-import { RegistryClient, RegistryError } from './registry-client.ts';
-import { type SubjectStrategy, subjectFor } from './subject.ts';
-import { frame, frameHeader } from './wire-format.ts';
+import { envelopeSchema } from '../schema-registry/envelope-schema.ts';
+import { RegistryClient, RegistryError } from '../schema-registry/registry-client.ts';
+import { type SubjectStrategy, subjectFor } from '../schema-registry/subject.ts';
+import { frame, frameHeader } from '../schema-registry/wire-format.ts';
+import type { Sink } from './sink.ts';
 
 export type SchemaRegistryConfig = Pick<
   Config,
