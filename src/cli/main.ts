@@ -18,6 +18,7 @@ import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
+import { classifyKafkaError } from '../sinks/kafka-errors.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
@@ -64,7 +65,14 @@ async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger)
 async function checkTopics(c: Config, log: Logger): Promise<void> {
   // The sink only for its admin client: `check` has no producer options (compression, timeouts).
   const sink = new KafkaSink({ ...c, kafkaCompression: 'none', kafkaRequestTimeoutMs: 30_000 }, log);
-  const reports = await sink.topicReport();
+  const reports = await sink.topicReport().catch((e: unknown) => {
+    // `run` retries a broker or credentials problem; a one-shot check names it and gives up (69).
+    const { message } = classifyKafkaError(e);
+    throw new RelayError(ErrorCode.BROKER_UNAVAILABLE, `check could not query the brokers: ${message}`, {
+      cause: e,
+      fix: 'check --kafka-brokers, that the brokers are up and reachable from here, and the --kafka-sasl-* / --kafka-oauth-* options; then run check again.',
+    });
+  });
   const problems = reports.filter((r) => r.problem);
   if (c.kafkaTopics === 'verify' && problems.length > 0)
     throw new RelayError(

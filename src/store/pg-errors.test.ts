@@ -76,6 +76,12 @@ describe('the PostgreSQL error table', () => {
     expect(canBePoison('XX000')).toBe(true);
     expect(toRelayError(err(SqlState.INVALID_CATALOG_NAME)).code).toBe('CONFIG_INVALID');
     expect(toRelayError(err('XX000')).retriable).toBe(false);
+    // kafkajs' errors carry a numeric `code` (the protocol's): not a SQLSTATE, and no crash.
+    const kafkaError = Object.assign(new Error('SASL authentication failed'), {
+      code: 58,
+      type: 'SASL_AUTHENTICATION_FAILED',
+    });
+    expect(toRelayError(kafkaError).retriable).toBe(false);
   });
 
   it('no file of src/ outside this table spells a SQLSTATE', () => {

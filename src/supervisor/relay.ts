@@ -16,7 +16,7 @@ import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
+import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
@@ -50,7 +50,8 @@ export function toRelayError(e: unknown): RelayError {
   // 42501 and friends: a configuration error (exit 78) whose fix line is the GRANT.
   const denied = privilegeError(e);
   if (denied) return denied;
-  const code = (e as { code?: string }).code;
+  // codeOf: only a string code (a SQLSTATE or a Node system error's); kafkajs' codes are numbers.
+  const code = codeOf(e);
   const msg = errorMessage(e);
   if (
     (code && (isTransientSqlState(code) || RETRIABLE_NODE.has(code))) ||

@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/load.ts';
+import { EXIT } from '../../src/exit-codes.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
@@ -262,6 +263,52 @@ describe('SASL/OAUTHBEARER (Kafka validates the tokens against a JWKS)', () => {
     }
     expect(cli.logs()).not.toContain(SECRET);
     for (const t of provider.issued) expect(cli.logs()).not.toContain(t.token.split('.')[2]);
+  });
+
+  it('`outbox-relay check` logs in with OAUTHBEARER to check the topics; a wrong client secret fails it with the fix and no secret in its output', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oauth-check-'));
+    writeFileSync(join(dir, 'good'), `${SECRET}\n`);
+    writeFileSync(join(dir, 'bad'), 'not-the-secret\n');
+    const check = (secretFile: string) =>
+      spawnCli(
+        [
+          'check',
+          '--database-url',
+          db.url,
+          '--slot',
+          slotOf(db),
+          ...kafka.relayArgs(),
+          '--kafka-sasl-mechanism',
+          'oauthbearer',
+          '--kafka-oauth-token-url',
+          provider.tokenUrl,
+          '--kafka-oauth-client-id',
+          'relay',
+          '--kafka-oauth-client-secret-file',
+          secretFile,
+          '--kafka-topics',
+          'verify',
+          '--kafka-topic-override',
+          'Cli=partitions=1',
+        ],
+        { LOG_LEVEL: 'debug' },
+      );
+    const issuedBefore = provider.issued.length;
+    const good = check(join(dir, 'good'));
+    expect(await good.exited, good.logs()).toBe(0);
+    expect(good.logs()).toMatch(
+      /"topic":"outbox\.event\.Cli".*topic checked|topic checked.*outbox\.event\.Cli/,
+    );
+    expect(provider.issued.length, 'check fetched a token from the endpoint').toBeGreaterThan(issuedBefore);
+    const bad = check(join(dir, 'bad'));
+    // An OAuth error is a broker-side outage for `run` (it retries); a one-shot `check` gives up: 69.
+    expect(await bad.exited, bad.logs()).toBe(EXIT.UNAVAILABLE);
+    expect(bad.logs()).toMatch(/answered 401 \(invalid_client/);
+    expect(bad.logs()).toMatch(/--kafka-oauth-client-id/);
+    for (const out of [good.logs() + good.stdout(), bad.logs() + bad.stdout()]) {
+      expect(out).not.toContain(SECRET);
+      for (const t of provider.issued) expect(out).not.toContain(t.token.split('.')[2]);
+    }
   });
 
   it('the token endpoint down when a new token is needed: a clear transient error, nothing advanced, published once it is back', async () => {
