@@ -166,11 +166,8 @@ export class RabbitMqSink implements Sink {
     );
     if (failures.length === 0) return;
     const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
-    if (
-      this.classify(first.error).reason === 'NO_EXCHANGE' ||
-      this.classify(first.error).reason === 'AMQP_404'
-    )
-      this.#exchanges.delete(first.item.exchange);
+    const reason = this.classify(first.error).reason;
+    if (reason === 'NO_EXCHANGE' || reason === 'AMQP_404') this.#exchanges.delete(first.item.exchange);
     throw first.error;
   }
 
@@ -244,6 +241,11 @@ export class RabbitMqSink implements Sink {
 
   classify(e: unknown): Classified {
     return classifyRabbitMqError(e);
+  }
+
+  /** A destination-wide refusal (no exchange, no permission) is the exchange's. */
+  destinationOf(m: OutboundMessage): string {
+    return exchangeFor(this.#c.rabbitmqExchange, m);
   }
 
   async stop(): Promise<void> {
