@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
@@ -85,7 +86,7 @@ function inOrderOnce(stored: { content: Buffer; headers: Record<string, unknown>
 }
 
 beforeAll(async () => {
-  rabbit = await ThrowawayRabbit.start({ maxMessageSize: MAX_MESSAGE_SIZE });
+  rabbit = await ThrowawayRabbit.start({ maxMessageSize: MAX_MESSAGE_SIZE, management: true });
   await migrateDb(db);
 }, 180_000);
 
@@ -311,6 +312,34 @@ describe('RabbitMQ sink', () => {
     expect(rep.missing).toEqual([]);
     expect(rep.violations).toEqual([]);
   }, 400_000);
+
+  it('preflight with --rabbitmq-management-url: a warning names each classic queue bound to the exchange, none for a quorum one; skipped without the URL, a warning when the API does not answer', async () => {
+    await rabbit.exchangeWithQueue('mgmt-x', 'mgmt-classic', 'mgmt-x.#', {
+      arguments: { 'x-queue-type': 'classic' },
+    });
+    await rabbit.exchangeWithQueue('mgmt-x', 'mgmt-quorum', 'mgmt-x.#', {
+      arguments: { 'x-queue-type': 'quorum' },
+    });
+    const preflight = async (extra: string[]) => {
+      const lines: { level: number; msg: string; queue?: string }[] = [];
+      const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
+      const sink = new RabbitMqSink(rabbitConfig('mgmt-x', extra), log);
+      try {
+        await sink.start();
+      } finally {
+        await sink.stop();
+      }
+      return lines.filter((l) => l.level >= 40);
+    };
+    const warned = await preflight(['--rabbitmq-management-url', rabbit.managementUrl]);
+    expect(warned.map((w) => w.queue)).toEqual(['mgmt-classic']);
+    expect(warned[0]!.msg).toMatch(/"mgmt-classic" .* is a classic queue: .*x-queue-type=quorum/);
+    expect(await preflight([])).toEqual([]);
+    const down = await preflight(['--rabbitmq-management-url', 'http://127.0.0.1:1']);
+    expect(down.map((w) => w.msg)).toEqual([
+      'RabbitMQ management API did not answer: the queue-type check (classic vs quorum) is skipped',
+    ]);
+  });
 
   it('preflight: a missing exchange is a clear error naming the option', async () => {
     const sink = new RabbitMqSink(rabbitConfig('absent'), silentLogger());

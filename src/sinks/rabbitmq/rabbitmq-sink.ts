@@ -5,11 +5,16 @@ import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
+import { boundQueues, classicQueues } from './management.ts';
 import { classifyRabbitMqError, RabbitMqSinkError } from './rabbitmq-errors.ts';
 
 export type RabbitMqSinkConfig = Pick<
   Config,
-  'rabbitmqUrl' | 'rabbitmqExchange' | 'rabbitmqMaxUnconfirmed' | 'rabbitmqTimeoutMs'
+  | 'rabbitmqUrl'
+  | 'rabbitmqExchange'
+  | 'rabbitmqMaxUnconfirmed'
+  | 'rabbitmqTimeoutMs'
+  | 'rabbitmqManagementUrl'
 >;
 
 /** One connection and its confirm channel; replaced as a whole when either closes or hangs. */
@@ -55,10 +60,51 @@ export class RabbitMqSink implements Sink {
     this.#log = log.child({ component: 'rabbitmq' });
   }
 
-  /** Preflight: the broker answers and a literal exchange exists. Templated exchanges are checked at first use. */
+  /**
+   * Preflight: the broker answers and a literal exchange exists (templated exchanges are checked at
+   * first use); with --rabbitmq-management-url, a warning for each classic queue bound to it.
+   */
   async start(): Promise<void> {
     await this.#open();
-    if (!this.#c.rabbitmqExchange.includes('{')) await this.#checkExchange(this.#c.rabbitmqExchange);
+    const x = this.#c.rabbitmqExchange;
+    if (x.includes('{')) return;
+    await this.#checkExchange(x);
+    await this.#warnClassicQueues(x);
+  }
+
+  /** src/sinks/rabbitmq/management.ts: only a warning, and skipped without the management API. */
+  async #warnClassicQueues(exchange: string): Promise<void> {
+    const api = this.#c.rabbitmqManagementUrl;
+    if (!api || exchange === '') return;
+    try {
+      const { bindings, queues, vhost } = await boundQueues(
+        api,
+        this.#c.rabbitmqUrl!,
+        exchange,
+        this.#c.rabbitmqTimeoutMs,
+      );
+      const classic = classicQueues(bindings, queues);
+      for (const q of classic)
+        this.#log.warn(
+          { exchange, queue: q.queue, routingKeys: q.routingKeys, vhost },
+          `queue ${JSON.stringify(q.queue)} bound to exchange ${JSON.stringify(exchange)} is a classic queue: it lives on one node, and messages the broker confirmed (and the relay then confirmed to PostgreSQL) are lost with that node's disk; declare it with x-queue-type=quorum (docs/sinks.md#rabbitmq)`,
+        );
+      if (bindings.length === 0)
+        this.#log.warn(
+          { exchange, vhost },
+          `no queue is bound to exchange ${JSON.stringify(exchange)}: every event will fail UNROUTABLE until one is`,
+        );
+      else if (classic.length === 0)
+        this.#log.info(
+          { exchange, queues: queues.map((q) => q.name) },
+          'RabbitMQ: every queue bound to the exchange is a quorum or stream queue',
+        );
+    } catch (e) {
+      this.#log.warn(
+        { exchange, err: (e as Error).message },
+        'RabbitMQ management API did not answer: the queue-type check (classic vs quorum) is skipped',
+      );
+    }
   }
 
   #url(): string {
