@@ -48,6 +48,31 @@ export type TxnRound = { recv: RecvDrain; kafka: Drain };
 /** A codec's drains (one per round) and the bytes its topic holds after all of them. */
 export type CodecResult = { codec: string; drains: Drain[]; storedBytes: number };
 
+const LIVE_HEAD = [
+  'path',
+  'events',
+  'achieved/s',
+  'p50 ms',
+  'p90 ms',
+  'p99 ms',
+  'max ms',
+  'missing',
+  'relay CPU/event',
+];
+
+/** A live run's row: its distribution, missing events, and the relay's CPU over warm-up and measured events. */
+const liveRow = (label: string, r: LiveResult, cpu: number) => [
+  label,
+  r.dist.n,
+  fmtInt(r.achievedRate),
+  r.dist.p50.toFixed(1),
+  r.dist.p90.toFixed(1),
+  r.dist.p99.toFixed(1),
+  r.dist.max.toFixed(1),
+  r.missing,
+  `${us(cpu, r.dist.n + r.warmup.n).toFixed(1)} µs`,
+];
+
 const medianCpu = (drains: Drain[]) =>
   [...drains.map((d) => d.cpuSeconds)].sort((a, b) => a - b)[Math.floor(drains.length / 2)]!;
 
@@ -327,22 +352,7 @@ export class Report {
     console.log(
       `\n## Live: ${fmtInt(rate)} single-row commits/s for ${seconds} s, commit → broker ack (LogAppendTime), after ${r.warmupSeconds.toFixed(0)} s of warm-up`,
     );
-    table(
-      ['path', 'events', 'achieved/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'missing', 'relay CPU/event'],
-      [
-        [
-          'relay → Kafka',
-          r.dist.n,
-          fmtInt(r.achievedRate),
-          r.dist.p50.toFixed(1),
-          r.dist.p90.toFixed(1),
-          r.dist.p99.toFixed(1),
-          r.dist.max.toFixed(1),
-          r.missing,
-          `${us(relayCpu, r.dist.n + r.warmup.n).toFixed(1)} µs`,
-        ],
-      ],
-    );
+    table(LIVE_HEAD, [liveRow('relay → Kafka', r, relayCpu)]);
     console.log(
       `\nWarm-up (the first ${r.warmupSeconds.toFixed(1)} s at the same rate, not in the figures above: the topic's first events, and on until the broker's JIT compilers were quiet — under 5 % of a core for 3 s in a row — at least ${LIVE_WARMUP_SECONDS} s, at most ${LIVE_WARMUP_MAX_SECONDS} s): ${r.warmup.n} events, p50 ${r.warmup.p50.toFixed(1)} ms, p99 ${r.warmup.p99.toFixed(1)} ms, max ${r.warmup.max.toFixed(1)} ms.`,
     );
@@ -367,25 +377,11 @@ export class Report {
     console.log(
       `\n## Live per sink: ${fmtInt(rate)} single-row commits/s for ${seconds} s each (one relay at a time), commit → broker ack`,
     );
-    const row = (label: string, r: LiveResult, cpu: number) => [
-      label,
-      r.dist.n,
-      fmtInt(r.achievedRate),
-      r.dist.p50.toFixed(1),
-      r.dist.p90.toFixed(1),
-      r.dist.p99.toFixed(1),
-      r.dist.max.toFixed(1),
-      r.missing,
-      `${us(cpu, r.dist.n + r.warmup.n).toFixed(1)} µs`,
-    ];
     const k = this.#kafkaLive;
-    table(
-      ['path', 'events', 'achieved/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'missing', 'relay CPU/event'],
-      [
-        ...(k ? [row('relay → Kafka (LogAppendTime)', k.live, k.relayCpu)] : []),
-        ...runs.map((s) => row(SINK_LABEL[s.name], s.live, s.relayCpu)),
-      ],
-    );
+    table(LIVE_HEAD, [
+      ...(k ? [liveRow('relay → Kafka (LogAppendTime)', k.live, k.relayCpu)] : []),
+      ...runs.map((s) => liveRow(SINK_LABEL[s.name], s.live, s.relayCpu)),
+    ]);
     console.log(
       `\nAck time: ${runs.map((s) => `${s.name}: ${SINK_ACK[s.name]}`).join('; ')}. Warm-up ${LIVE_WARMUP_SECONDS} s at the same rate before each (no JVM to wait for), not counted.`,
     );

@@ -14,9 +14,7 @@ import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import type { SinkServerName } from '../lib/sink-server.ts';
 import { rng, Writer } from '../lib/writer.ts';
 import { drainAndRead, keys, TOPIC_OF } from './common.ts';
-import { median } from './kill9-storm.ts';
-
-const STREAMING = /"msg":"streaming from the slot"/;
+import { killStorm, median, STREAMING } from './kill9-storm.ts';
 
 async function setUp(env: Env, sink: SinkServerName): Promise<void> {
   await env.startPostgres();
@@ -115,23 +113,10 @@ function relayKillStorm(sink: SinkServerName): Scenario {
       await setUp(env, sink);
       const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('acct-', 40) });
       const writing = w.run(4000, 200, 20, rng(20261123));
-      const rnd = rng(7);
-      const recoveries: number[] = [];
-      let killedAt: number | null = null;
-      for (let k = 0; k < 10; k++) {
-        const r = env.spawnRelay(['--batch-size', String(50 + Math.floor(rnd() * 400))]);
-        await r.waitForLog(STREAMING, 30_000);
-        if (killedAt !== null) recoveries.push(Date.now() - killedAt);
-        await sleep(300 + Math.floor(rnd() * 1500));
-        r.kill('SIGKILL');
-        killedAt = Date.now();
-        await r.exited;
-      }
-      env.log(`10 kills done; ${w.written.length} events written so far`);
-      await writing;
-      const last = env.spawnRelay();
-      await last.waitForLog(STREAMING, 30_000);
-      recoveries.push(Date.now() - killedAt!);
+      const { last, recoveries } = await killStorm(env, rng(7), async () => {
+        env.log(`10 kills done; ${w.written.length} events written so far`);
+        await writing;
+      });
       const checks: string[] = [];
       const out = await drainAndRead(env, [w], [TOPIC_OF('Chaos')], checks);
       if (!alive(last)) checks.push('the last relay exited');
