@@ -10,8 +10,10 @@
  * only warns: the relay's promise (confirmed = stored by the broker) holds with either type, the
  * difference is what the broker keeps when a node dies. An unreachable API is a warning too.
  *
- * Split as elsewhere: classicQueues is the pure verdict over what the API answered.
+ * Split as elsewhere: classicQueues is the pure verdict over what the API answered, boundQueues
+ * the I/O, warnClassicQueues what the sink's start logs.
  */
+import type { Logger } from '../../observability/logger.ts';
 
 /** What GET /api/exchanges/{vhost}/{name}/bindings/source answers, per binding (the fields used). */
 export interface Binding {
@@ -102,4 +104,39 @@ export async function boundQueues(
     names.map((q) => get<QueueInfo>(`/api/queues/${v}/${encodeURIComponent(q)}`)),
   );
   return { bindings, queues, vhost: r.vhost };
+}
+
+/** The preflight's part (RabbitMqSink.start): warnings only; an API that does not answer is one too. */
+export async function warnClassicQueues(
+  log: Logger,
+  managementUrl: string,
+  amqpUrl: string,
+  exchange: string,
+  timeoutMs: number,
+): Promise<void> {
+  if (exchange === '') return;
+  try {
+    const { bindings, queues, vhost } = await boundQueues(managementUrl, amqpUrl, exchange, timeoutMs);
+    const classic = classicQueues(bindings, queues);
+    for (const q of classic)
+      log.warn(
+        { exchange, queue: q.queue, routingKeys: q.routingKeys, vhost },
+        `queue ${JSON.stringify(q.queue)} bound to exchange ${JSON.stringify(exchange)} is a classic queue: it lives on one node, and messages the broker confirmed (and the relay then confirmed to PostgreSQL) are lost with that node's disk; declare it with x-queue-type=quorum (docs/sinks.md#rabbitmq)`,
+      );
+    if (bindings.length === 0)
+      log.warn(
+        { exchange, vhost },
+        `no queue is bound to exchange ${JSON.stringify(exchange)}: every event will fail UNROUTABLE until one is`,
+      );
+    else if (classic.length === 0)
+      log.info(
+        { exchange, queues: queues.map((q) => q.name) },
+        'RabbitMQ: every queue bound to the exchange is a quorum or stream queue',
+      );
+  } catch (e) {
+    log.warn(
+      { exchange, err: (e as Error).message },
+      'RabbitMQ management API did not answer: the queue-type check (classic vs quorum) is skipped',
+    );
+  }
 }

@@ -5,7 +5,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
-import { boundQueues, classicQueues } from './management.ts';
+import { warnClassicQueues } from './management.ts';
 import { classifyRabbitMqError, RabbitMqSinkError } from './rabbitmq-errors.ts';
 
 export type RabbitMqSinkConfig = Pick<
@@ -69,42 +69,8 @@ export class RabbitMqSink implements Sink {
     const x = this.#c.rabbitmqExchange;
     if (x.includes('{')) return;
     await this.#checkExchange(x);
-    await this.#warnClassicQueues(x);
-  }
-
-  /** src/sinks/rabbitmq/management.ts: only a warning, and skipped without the management API. */
-  async #warnClassicQueues(exchange: string): Promise<void> {
     const api = this.#c.rabbitmqManagementUrl;
-    if (!api || exchange === '') return;
-    try {
-      const { bindings, queues, vhost } = await boundQueues(
-        api,
-        this.#c.rabbitmqUrl!,
-        exchange,
-        this.#c.rabbitmqTimeoutMs,
-      );
-      const classic = classicQueues(bindings, queues);
-      for (const q of classic)
-        this.#log.warn(
-          { exchange, queue: q.queue, routingKeys: q.routingKeys, vhost },
-          `queue ${JSON.stringify(q.queue)} bound to exchange ${JSON.stringify(exchange)} is a classic queue: it lives on one node, and messages the broker confirmed (and the relay then confirmed to PostgreSQL) are lost with that node's disk; declare it with x-queue-type=quorum (docs/sinks.md#rabbitmq)`,
-        );
-      if (bindings.length === 0)
-        this.#log.warn(
-          { exchange, vhost },
-          `no queue is bound to exchange ${JSON.stringify(exchange)}: every event will fail UNROUTABLE until one is`,
-        );
-      else if (classic.length === 0)
-        this.#log.info(
-          { exchange, queues: queues.map((q) => q.name) },
-          'RabbitMQ: every queue bound to the exchange is a quorum or stream queue',
-        );
-    } catch (e) {
-      this.#log.warn(
-        { exchange, err: (e as Error).message },
-        'RabbitMQ management API did not answer: the queue-type check (classic vs quorum) is skipped',
-      );
-    }
+    if (api) await warnClassicQueues(this.#log, api, this.#c.rabbitmqUrl!, x, this.#c.rabbitmqTimeoutMs);
   }
 
   #url(): string {
