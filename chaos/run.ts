@@ -1,11 +1,12 @@
 /**
  * The chaos suite (issue 10): each scenario starts its own throwaway PostgreSQL and its own real
- * Kafka broker(s), runs the relay as a child process of the real CLI, writes events (several
+ * Kafka broker(s) (or NATS / RabbitMQ server, issue 23), runs the relay as a child process of the real CLI, writes events (several
  * keys, a seq per key) while a fault happens, and reads the topics back with a separate consumer.
  *
  *   npm run chaos                          every scenario, one after the other
  *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
  *   npm run chaos -- --group cluster       the cluster-fault matrix (every cluster-* scenario)
+ *   npm run chaos -- --group nats          the NATS JetStream sink's (nats-*; rabbitmq-* likewise)
  *   npm run chaos -- --runs 5 …            each chosen scenario 5 times, one after the other
  *   npm run chaos -- --list
  *

@@ -104,6 +104,14 @@ export interface Classified {
   /** A stable name of the cause (a Kafka error type, a route check, a SQLSTATE's name). */
   reason: string;
   message: string;
+  /**
+   * The refusal is the destination's as a whole, not this event's (a Kafka topic missing or not
+   * authorized, a NATS subject no stream takes, a RabbitMQ exchange missing): every event for the
+   * same destination (Sink.destinationOf) gets the same answer. Set by each sink's error table,
+   * on permanent refusals only; the stream then fails a one-destination batch at once instead of
+   * sending each event alone (src/outcome/decide.ts).
+   */
+  destinationWide?: true;
 }
 
 export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {

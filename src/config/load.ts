@@ -51,6 +51,7 @@ export interface Config {
   rabbitmqExchange: string;
   rabbitmqMaxUnconfirmed: number;
   rabbitmqTimeoutMs: number;
+  rabbitmqManagementUrl?: string;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -518,6 +519,8 @@ export function validate(
         'is required with --sink rabbitmq (e.g. RABBITMQ_URL=amqp://relay:secret@rabbit:5672/%2F)',
       );
     if (!/^amqps?:\/\//.test(c.rabbitmqUrl)) throw fail('rabbitmqUrl', 'must start with amqp:// or amqps://');
+    if (c.rabbitmqManagementUrl !== undefined && !/^https?:\/\/[^/]/.test(c.rabbitmqManagementUrl))
+      throw fail('rabbitmqManagementUrl', 'must be the management API, http(s)://host:15672');
     // '' is the default exchange (routing key = queue name).
     const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
     if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);

@@ -468,6 +468,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'How long a message waits for its publisher confirm before the channel is closed and the batch re-sent.',
     commands: ['run'],
   },
+  {
+    key: 'rabbitmqManagementUrl',
+    flag: 'rabbitmq-management-url',
+    env: 'RABBITMQ_MANAGEMENT_URL',
+    type: 'string',
+    secret: true,
+    group: 'RabbitMQ',
+    doc: "The management plugin's HTTP API (http://host:15672; credentials in the URL, else the AMQP URL's). Optional: with it, the start warns about classic (not quorum) queues bound to the exchange; without it that check is skipped (AMQP cannot list bindings or queue types).",
+    commands: ['run'],
+  },
   // --- routing ---
   {
     key: 'topicTemplate',

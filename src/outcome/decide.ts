@@ -1,6 +1,5 @@
 import { hasAggregate } from '../lifecycle/blocked-aggregates.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { TOPIC_LEVEL_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
 import {
   type BatchItem,
   discardedAtOnce,
@@ -61,12 +60,14 @@ export async function decideBatch(
   const indexes = toSend ?? batch.map((_, i) => i);
   // Some event of the batch is refused for good: find which, one at a time and in order,
   // so strict ordering can park the later events of a failed aggregate before they go out.
-  // A refusal of the topic itself (missing, not authorized) in a batch for one topic is every
-  // event's: sent one by one, each would be refused the same way, after ~1.4 s of kafkajs
-  // metadata retries each.
-  const topic = batch[indexes[0]!]!.message.topic;
-  const topicWide =
-    TOPIC_LEVEL_KAFKA_TYPES.has(all.reason) && indexes.every((i) => batch[i]!.message.topic === topic);
+  // A refusal of the destination itself (a topic missing or not authorized, a subject no stream
+  // takes, an exchange missing: the sink's error table says which) in a batch for one destination
+  // is every event's: sent one by one, each would be refused the same way (after ~1.4 s of
+  // kafkajs metadata retries each, for Kafka).
+  const destinationOf = d.sink.destinationOf?.bind(d.sink) ?? ((m: OutboundMessage) => m.topic);
+  const destination = destinationOf(batch[indexes[0]!]!.message);
+  const wide =
+    all.destinationWide === true && indexes.every((i) => destinationOf(batch[i]!.message) === destination);
   for (const i of indexes) {
     const m = batch[i]!.message;
     const e = m.event;
@@ -75,7 +76,7 @@ export async function decideBatch(
       blocked.parkDecided(e.aggregateType, e.aggregateId);
       continue;
     }
-    const one = topicWide ? all : await publishUntilDecided(d, [m], signal);
+    const one = wide ? all : await publishUntilDecided(d, [m], signal);
     if (one === null) {
       // Aborted mid-way: the decisions taken so far are never written.
       decisionsDone(d, batch, outcomes);

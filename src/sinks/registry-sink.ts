@@ -89,6 +89,10 @@ export class SchemaRegistrySink implements Sink {
     return this.inner.classify(e);
   }
 
+  destinationOf(m: OutboundMessage): string {
+    return this.inner.destinationOf?.(m) ?? m.topic;
+  }
+
   stop(): Promise<void> {
     return this.inner.stop();
   }

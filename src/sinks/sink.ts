@@ -13,5 +13,10 @@ export interface Sink {
   publish(batch: readonly OutboundMessage[]): Promise<void>;
   /** Permanent (this message cannot be published as it is) or transient (retry). */
   classify(e: unknown): Classified;
+  /**
+   * What a destination-wide refusal (Classified.destinationWide) refers to for this message: the
+   * topic when absent (Kafka, NATS: the subject); RabbitMQ: the exchange.
+   */
+  destinationOf?(m: OutboundMessage): string;
   stop(): Promise<void>;
 }
