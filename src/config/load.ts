@@ -1,3 +1,4 @@
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
@@ -55,6 +56,8 @@ export interface Config {
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
+  compat: 'none' | 'debezium';
+  debezium: Record<string, string>;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;
@@ -195,7 +198,8 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source, help: string
       }
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? [raw] : [];
       const out: Record<string, string> = {};
-      for (const item of (items as string[]).flatMap((i) => String(i).split(','))) {
+      const entries = (i: unknown) => String(i).split(spec.commaValues ? /,(?=[^,=]+=)/ : ',');
+      for (const item of (items as string[]).flatMap(entries)) {
         if (item.trim() === '') continue;
         const eq = item.indexOf('=');
         if (eq <= 0 || eq === item.length - 1) {
@@ -457,6 +461,7 @@ export function validate(
         );
     }
     if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
+    if (c.compat === 'debezium') validateDebezium(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -582,4 +587,16 @@ export function redactUrl(url: string): string {
   } catch {
     return '(unparsable url)';
   }
+}
+
+/** --compat debezium: its properties resolve (an error names the Debezium property), Kafka only. */
+function validateDebezium(c: Config, fail: (key: string, why: string) => Error): void {
+  try {
+    debeziumRouting(c.debezium);
+  } catch (e) {
+    throw fail('debezium', (e as Error).message);
+  }
+  if (c.sink !== 'kafka') throw fail('compat', 'debezium writes Kafka records: it needs --sink kafka');
+  if (c.valueFormat !== 'raw' || Object.keys(c.valueFormatOverrides).length > 0)
+    throw fail('valueFormat', 'the Debezium preset makes its own values: leave --value-format at raw');
 }

@@ -8,7 +8,14 @@ import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
+import {
+  columnsModeOf,
+  type DebeziumRouting,
+  debeziumRouting,
+} from '../route/debezium/event-router-options.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
+import { tableColumns } from '../store/table-columns.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
@@ -46,6 +53,8 @@ export class ReplicationSession {
   readonly #queue = new MessageQueue();
   readonly #decoder: OutboxDecoder;
   readonly #route: RouteConfig;
+  /** The Debezium preset's options (--compat debezium), or null. */
+  readonly #debezium: DebeziumRouting | null;
   readonly #abort = new AbortController();
   #conn: ReplicationConnection | null = null;
   #received: Lsn;
@@ -96,8 +105,10 @@ export class ReplicationSession {
     this.#recorder = new OutcomeRecorder(deps);
     this.#tracker = new AckTracker(startLsn);
     this.#received = startLsn;
-    this.#decoder = new OutboxDecoder(deps.config.schema, deps.config.table);
-    this.#route = routeConfigOf(deps.config);
+    const c = deps.config;
+    this.#debezium = c.compat === 'debezium' ? debeziumRouting(c.debezium) : null;
+    this.#decoder = new OutboxDecoder(c.schema, c.table, this.#debezium && columnsModeOf(this.#debezium));
+    this.#route = routeConfigOf(c);
   }
 
   get confirmedLsn(): Lsn {
@@ -134,8 +145,22 @@ export class ReplicationSession {
       );
     });
     this.#conn = conn;
+    if (this.#debezium) {
+      // The table's columns (types, nullability: a schema's `optional`) as they are now.
+      this.#route.debeziumRoute = {
+        routing: this.#debezium,
+        table: { schema: c.schema, table: c.table },
+        columns: await tableColumns(this.#d.store.db, c.schema, c.table),
+        state: {},
+      };
+    }
     const streamDone = conn.stream(
-      { slot: c.slot, publication: c.publication, messages: c.heartbeatIntervalMs > 0 },
+      {
+        slot: c.slot,
+        publication: c.publication,
+        messages: c.heartbeatIntervalMs > 0,
+        text: this.#debezium !== null,
+      },
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
@@ -249,6 +274,7 @@ export class ReplicationSession {
         if (sortedRangesCover(this.#recorded, d.event.id)) return;
         if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(d.event.id)) return;
         const txn = this.#tracker.addEvent();
+        if (this.#d.store instanceof DebeziumSideStore) this.#d.store.remember(d.event);
         const routed = routeEvent(d.event, this.#route);
         // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
         const p: Pending =

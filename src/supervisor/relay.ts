@@ -25,6 +25,7 @@ import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { publishUnrecorded } from './slot-recovery.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { StateRecorder } from './state-recorder.ts';
 
 export interface RelayOptions {
@@ -256,7 +257,11 @@ export class Relay {
       max: 3,
       application_name: 'pg-outbox-relay',
     });
-    const store = new OutboxStore(pool, c.schema, c.table);
+    // The Debezium preset never writes the application's table: failures go to a side table.
+    const debezium = c.compat === 'debezium';
+    const store = debezium
+      ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
+      : new OutboxStore(pool, c.schema, c.table);
     const blocked = new BlockedAggregates();
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
@@ -320,17 +325,20 @@ export class Relay {
           if (stop.aborted) break;
           if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
-          await blocked.reload(pool, c.schema, c.table);
+          if (!debezium) await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
           const outcomeDeps = { ...shared, outages: this.#outages, tracer };
-          if (slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
+          // The preset has no table to recover from (the events may exist only in the WAL).
+          if (!debezium && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
           // the sweeper's: the stream skips them too.
-          const recorded = await readProgress(pool, store.progress, c.slot);
-          const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
+          const recorded = debezium ? null : await readProgress(pool, store.progress, c.slot);
+          const onRows = debezium
+            ? new Set<string>()
+            : await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
             outcomeDeps,
             slot.confirmedFlushLsn,
@@ -365,8 +373,9 @@ export class Relay {
               streamed = true;
               // While poisoned the state stays 'waiting' until the position is passed (#tick).
               if (!this.#poison.poison) this.#setState('streaming');
-              // Only the leader sweeps: a standby never retries, prunes or releases.
-              sweeper.start();
+              // Only the leader sweeps: a standby never retries, prunes or releases. The preset's
+              // side table has no sweeper yet (docs/debezium-migration.md).
+              if (!debezium) sweeper.start();
             });
           } finally {
             lost.removeEventListener('abort', onLost);
