@@ -1,8 +1,8 @@
 import { PgoutputPlugin } from 'pg-logical-replication';
 import type { OutboxEvent } from '../route/event.ts';
 import type { OutboxRow } from '../route/outbox-row.ts';
-import { type ColumnsMode, columnsEvent, readColumnsTuple } from './columns-tuple.ts';
 import { notUtf8, readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
+import { type ColumnsMode, columnsEvent, readColumnsTuple } from './columns-tuple.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */

@@ -1,5 +1,5 @@
-import type { OutboundMessage, OutboxEvent } from './event.ts';
 import { type DebeziumRoute, routeDebezium } from './debezium/route.ts';
+import type { OutboundMessage, OutboxEvent } from './event.ts';
 import { checkEvent, hasNotUtf8Value, quote } from './row-check.ts';
 import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
 

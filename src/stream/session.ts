@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { decideBatch } from '../outcome/decide.ts';
@@ -8,19 +10,18 @@ import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
-import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
+import { OutboxDecoder } from '../replication/decoder.ts';
+import { formatLsn, type Lsn } from '../replication/lsn.ts';
+import { sleep } from '../retry/backoff.ts';
 import {
   columnsModeOf,
   type DebeziumRouting,
   debeziumRouting,
 } from '../route/debezium/event-router-options.ts';
-import { OutboxDecoder } from '../replication/decoder.ts';
-import { tableColumns } from '../store/table-columns.ts';
-import { formatLsn, type Lsn } from '../replication/lsn.ts';
-import { sleep } from '../retry/backoff.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
 
@@ -151,7 +152,7 @@ export class ReplicationSession {
         routing: this.#debezium,
         table: { schema: c.schema, table: c.table },
         columns: await tableColumns(this.#d.store.db, c.schema, c.table),
-        state: {},
+        state: { runId: randomUUID() },
       };
     }
     const streamDone = conn.stream(

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
@@ -25,7 +26,6 @@ import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { publishUnrecorded } from './slot-recovery.ts';
-import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { StateRecorder } from './state-recorder.ts';
 
 export interface RelayOptions {

@@ -124,15 +124,17 @@ export function byteaBytes(text: string): Buffer {
 const HEX = '0123456789ABCDEF';
 
 /**
- * A JSON string as Jackson writes it: `"` and `\` escaped, control characters as \b \t \n \f \r
- * or \u00XX (upper-case hex: JSON.stringify writes lower case), everything else as is.
+ * A JSON string as Jackson writes it to UTF-8 (Connect's JsonSerializer): `"` and `\` escaped,
+ * control characters as \b \t \n \f \r or \u00XX (upper-case hex: JSON.stringify writes lower
+ * case), a character outside the BMP as its two surrogates escaped (`🙂` → \uD83D\uDE42: Jackson
+ * does not combine them unless COMBINE_UNICODE_SURROGATES_IN_UTF8 is on), everything else as is.
  */
 export function jacksonString(s: string): string {
   let out = '"';
   let from = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c >= 0x20 && c !== 0x22 && c !== 0x5c) continue;
+    if (c >= 0x20 && c !== 0x22 && c !== 0x5c && (c < 0xd800 || c > 0xdfff)) continue;
     out += s.slice(from, i);
     from = i + 1;
     switch (c) {
@@ -158,7 +160,7 @@ export function jacksonString(s: string): string {
         out += '\\r';
         break;
       default:
-        out += `\\u00${HEX[c >> 4]}${HEX[c & 15]}`;
+        out += `\\u${HEX[c >> 12]}${HEX[(c >> 8) & 15]}${HEX[(c >> 4) & 15]}${HEX[c & 15]}`;
     }
   }
   return `${out}${s.slice(from)}"`;

@@ -33,6 +33,12 @@ export interface DebeziumRouting {
   headerConverter: Converter;
   /** The connector's `topic.prefix`: names the envelope's schema (with an envelope placement). */
   topicPrefix: string;
+  /**
+   * The connector's `extended.headers.enabled` (Debezium 3, default true): every record starts
+   * with the `__debezium.context.*` headers (connectorLogicalName = topic.prefix, taskId,
+   * connectorName, runId).
+   */
+  contextHeaders: boolean;
 }
 
 const ROUTER_DEFAULTS: Record<string, string> = {
@@ -198,6 +204,7 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
         'table.field.event.timestamp',
         'table.field.event.schema.version',
         'topic.prefix',
+        'extended.headers.enabled',
       ].includes(k)
     )
       continue;
@@ -229,6 +236,7 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
     valueConverter: converter(props, 'value', server),
     headerConverter: converter(props, 'header', server),
     topicPrefix: props['topic.prefix'] ?? '',
+    contextHeaders: bool(props, 'extended.headers.enabled', true),
   };
 }
 

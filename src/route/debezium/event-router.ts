@@ -11,7 +11,8 @@
  *    routed-by value of the FIRST such event (Debezium caches the schema per table schema);
  *  - a NULL or blank payload (Java's trim()) is a tombstone (null value) with
  *    `route.tombstone.on.empty.payload`; otherwise it is converted like any value;
- *  - headers: `id` (the event id column), then each header placement in configuration order;
+ *  - headers: Debezium 3's context headers (`extended.headers.enabled`), `id` (the event id
+ *    column), then each header placement in configuration order;
  *  - partition: a `partition` placement's int column, else the producer's (murmur2 of the key bytes);
  *  - topic: RegexRouter over the routed-by value (java-regex.ts).
  */
@@ -22,8 +23,8 @@ import {
   type StructValue,
   stringConverter,
 } from './connect-json.ts';
-import { javaReplaceWhole } from './java-regex.ts';
 import type { Converter, DebeziumRouting } from './event-router-options.ts';
+import { javaReplaceWhole } from './java-regex.ts';
 
 /** A column of the outbox table, from the catalog (nullability decides a schema's `optional`). */
 export interface TableColumn {
@@ -76,10 +77,14 @@ export interface DebeziumRecord {
   timestampMs?: number;
 }
 
-/** Per router instance: the envelope schema's name, fixed by the first event (as Debezium caches it). */
+/** Per router instance (a connector task's run): the envelope schema's name, fixed by the first event (as Debezium caches it). */
 export interface RouterState {
   envelopeName?: string;
+  /** The `__debezium.context.runId` header's value: one per run, as Debezium's task makes one per start. */
+  runId: string;
 }
+
+const CONTEXT_SCHEMA: ConnectSchema = { type: 'string', optional: false };
 
 function convert(c: Converter, s: ConnectSchema | null, v: ConnectValue): Buffer | null {
   return c.kind === 'json' ? jsonConverter(c.schemasEnable, s, v) : stringConverter(s, v);
@@ -116,9 +121,17 @@ export function debeziumRecord(
   const payloadSchema = columnSchema(payloadCol);
   const payload = value(payloadCol.name);
   const idCol = col(r.fieldEventId, 'table.field.event.id');
-  const headers: [string, Buffer | null][] = [
-    ['id', convert(r.headerConverter, columnSchema(idCol), value(idCol.name))],
-  ];
+  const headers: [string, Buffer | null][] = [];
+  if (r.contextHeaders) {
+    const h = r.headerConverter;
+    headers.push(
+      ['__debezium.context.connectorLogicalName', convert(h, CONTEXT_SCHEMA, r.topicPrefix)],
+      ['__debezium.context.taskId', convert(h, CONTEXT_SCHEMA, '0')],
+      ['__debezium.context.connectorName', convert(h, CONTEXT_SCHEMA, 'postgresql')],
+      ['__debezium.context.runId', convert(h, CONTEXT_SCHEMA, state.runId)],
+    );
+  }
+  headers.push(['id', convert(r.headerConverter, columnSchema(idCol), value(idCol.name))]);
   const envelope = r.additional.filter((a) => a.placement === 'envelope');
   let partition: number | undefined;
   for (const a of r.additional) {
