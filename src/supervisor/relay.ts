@@ -15,6 +15,7 @@ import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -22,6 +23,7 @@ import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
+import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -267,7 +269,14 @@ export class Relay {
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    const sweeper = new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    // The preset's failures live in its side table, which has its own sweeper.
+    const sweeper =
+      store instanceof DebeziumSideStore
+        ? new DebeziumSideSweeper(
+            { config: c, sink: this.#sink, store, log: this.#log },
+            debeziumRouting(c.debezium),
+          )
+        : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
       slot: c.slot,
@@ -373,9 +382,8 @@ export class Relay {
               streamed = true;
               // While poisoned the state stays 'waiting' until the position is passed (#tick).
               if (!this.#poison.poison) this.#setState('streaming');
-              // Only the leader sweeps: a standby never retries, prunes or releases. The preset's
-              // side table has no sweeper yet (docs/debezium-migration.md).
-              if (!debezium) sweeper.start();
+              // Only the leader sweeps: a standby never retries, prunes or releases.
+              sweeper.start();
             });
           } finally {
             lost.removeEventListener('abort', onLost);
