@@ -58,6 +58,7 @@ export interface Config {
   valueFormatOverrides: Record<string, ValueFormat>;
   compat: 'none' | 'debezium';
   debezium: Record<string, string>;
+  debeziumOffsets?: string;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;

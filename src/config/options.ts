@@ -538,6 +538,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: "With --compat debezium: Debezium's own properties, NAME=VALUE (repeat the flag; in a config file an object). The Outbox Event Router's (table.field.event.id|key|payload|timestamp, table.fields.additional.placement, route.by.field, route.topic.regex, route.topic.replacement, route.tombstone.on.empty.payload; a transforms.<name>. prefix is accepted), the converters' (key.converter, value.converter, header.converter and their .schemas.enable; Debezium Server's debezium.format.*) and topic.prefix. docs/debezium-migration.md maps each one.",
     commands: DB,
   },
+  {
+    key: 'debeziumOffsets',
+    flag: 'debezium-offsets',
+    type: 'string',
+    group: 'Routing',
+    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/debezium-migration.md#cutover.",
+    commands: ['migrate'],
+  },
   // --- schema registry ---
   {
     key: 'schemaRegistryUrl',

@@ -10,6 +10,7 @@ import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
+import { DebeziumResume } from '../replication/debezium-resume.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
@@ -18,8 +19,10 @@ import {
   type DebeziumRouting,
   debeziumRouting,
 } from '../route/debezium/event-router-options.ts';
+import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { readCutover } from '../store/cutover.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';
@@ -54,6 +57,8 @@ export class ReplicationSession {
   readonly #queue = new MessageQueue();
   readonly #decoder: OutboxDecoder;
   readonly #route: RouteConfig;
+  /** The first streams after a cutover from Debezium: skips what Debezium processed (debezium-resume.ts). */
+  #resume: DebeziumResume<OutboxEvent> | null = null;
   /** The Debezium preset's options (--compat debezium), or null. */
   readonly #debezium: DebeziumRouting | null;
   readonly #abort = new AbortController();
@@ -154,6 +159,8 @@ export class ReplicationSession {
         columns: await tableColumns(this.#d.store.db, c.schema, c.table),
         state: { runId: randomUUID() },
       };
+      const cutover = await readCutover(this.#d.store.db, c.schema, c.table, c.slot);
+      if (cutover) this.#resume = new DebeziumResume(cutover.lsnProc, cutover.lsnCommit);
     }
     const streamDone = conn.stream(
       {
@@ -263,28 +270,20 @@ export class ReplicationSession {
     const d = this.#decoder.decode(data, start, end);
     switch (d.kind) {
       case 'begin':
+        this.#resume?.begin(d.commitLsn);
         this.#lastBeginLsn = d.commitLsn;
         this.#tracker.begin();
         return;
       case 'commit':
+        if (this.#resume) for (const e of this.#resume.commit()) this.#onEvent(e);
         this.#tracker.commit(d.endLsn);
         this.#maybeConfirm();
         return;
-      case 'event': {
-        // Settled before (recorded, or its failure is on the row): not an event of its transaction.
-        if (sortedRangesCover(this.#recorded, d.event.id)) return;
-        if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(d.event.id)) return;
-        const txn = this.#tracker.addEvent();
-        if (this.#d.store instanceof DebeziumSideStore) this.#d.store.remember(d.event);
-        const routed = routeEvent(d.event, this.#route);
-        // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
-        const p: Pending =
-          routed instanceof RouteFailure ? { ...unroutable(d.event, routed), txn } : { message: routed, txn };
-        this.#queue.push(p);
-        this.#inflightBytes += p.message.bytes;
-        this.#applyBackpressure();
+      case 'event':
+        if (this.#resume) {
+          for (const e of this.#resume.event(d.event, BigInt(d.event.id))) this.#onEvent(e);
+        } else this.#onEvent(d.event);
         return;
-      }
       case 'message':
         // A non-transactional message (the heartbeat, or anyone's) outside a transaction is a
         // position like a keepalive's: settled, confirmable behind what is in flight, never
@@ -306,6 +305,23 @@ export class ReplicationSession {
       default:
         return;
     }
+  }
+
+  /** A row of the outbox table: queued in its transaction, routed (never throws). */
+  #onEvent(event: OutboxEvent): void {
+    // Settled before (recorded, or its failure is on the row): not an event of its transaction.
+    if (sortedRangesCover(this.#recorded, event.id)) return;
+    if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(event.id)) return;
+    const txn = this.#tracker.addEvent();
+    if (this.#d.store instanceof DebeziumSideStore) this.#d.store.remember(event);
+    const routed = routeEvent(event, this.#route);
+    // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
+    const p: Pending =
+      routed instanceof RouteFailure ? { ...unroutable(event, routed), txn } : { message: routed, txn };
+    this.#queue.push(p);
+    this.#inflightBytes += p.message.bytes;
+    this.#applyBackpressure();
+    return;
   }
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
