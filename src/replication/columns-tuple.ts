@@ -1,3 +1,4 @@
+import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { utf8Text } from './binary-values.ts';
 import type { Lsn } from './lsn.ts';
@@ -14,6 +15,17 @@ export interface ColumnsMode {
   routeBy: string; // route.by.field
   type: string; // table.field.event.type
   payload: string; // table.field.event.payload
+}
+
+/** The columns the stream's decoder takes the pipeline's own fields from. */
+export function columnsModeOf(r: DebeziumRouting): ColumnsMode {
+  return {
+    eventId: r.fieldEventId,
+    key: r.fieldEventKey,
+    routeBy: r.routeByField,
+    type: r.fieldEventType,
+    payload: r.fieldPayload,
+  };
 }
 
 /**

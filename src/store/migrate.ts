@@ -3,7 +3,6 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import { recordCutover } from './cutover.ts';
 import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
 import { insertInitialProgress, progressTable } from './progress-table.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
@@ -26,10 +25,6 @@ export interface MigrationTarget {
    * relay's side tables are created (sql/debezium/), and a publication of inserts into the table.
    */
   compat?: 'none' | 'debezium';
-  /** The Debezium preset's cutover: Debezium's offsets file (store/cutover.ts). */
-  debeziumOffsets?: string;
-  /** Debezium's properties (topic.prefix picks the connector's offsets). */
-  debezium?: Record<string, string>;
 }
 
 export interface Migration {
@@ -124,23 +119,6 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       );
       applied.push(`publication ${t.publication}`);
       log?.info({ publication: t.publication }, 'publication created');
-    }
-    if (t.slot && t.compat === 'debezium' && t.debeziumOffsets) {
-      // Before the slot would be created: a cutover takes over Debezium's slot, never a new one.
-      const server = t.debezium?.['topic.prefix'] ?? t.debezium?.['debezium.source.topic.prefix'];
-      applied.push(
-        await recordCutover(
-          client,
-          {
-            schema: t.schema,
-            table: t.table,
-            slot: t.slot,
-            offsetsFile: t.debeziumOffsets,
-            ...(server ? { server } : {}),
-          },
-          log,
-        ),
-      );
     }
     if (t.slot) {
       await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);

@@ -9,20 +9,17 @@ import type { Outcome, OutcomeDeps } from '../outcome/outcome.ts';
 import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
+import { columnsModeOf } from '../replication/columns-tuple.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
+import { readCutover } from '../replication/cutover.ts';
 import { DebeziumResume } from '../replication/debezium-resume.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
-import {
-  columnsModeOf,
-  type DebeziumRouting,
-  debeziumRouting,
-} from '../route/debezium/event-router-options.ts';
+import { type DebeziumRouting, debeziumRouting } from '../route/debezium/event-router-options.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { readCutover } from '../store/cutover.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';

@@ -9,9 +9,9 @@ import {
 } from '../lifecycle/debezium-side-table.ts';
 import { failureBackoff, formatError } from '../lifecycle/failure-policy.ts';
 import type { Logger } from '../observability/logger.ts';
-import { columnsEvent } from '../replication/columns-tuple.ts';
+import { columnsEvent, columnsModeOf } from '../replication/columns-tuple.ts';
 import { sleep } from '../retry/backoff.ts';
-import { columnsModeOf, type DebeziumRouting } from '../route/debezium/event-router-options.ts';
+import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
 import { type DebeziumRoute, routeDebezium } from '../route/debezium/route.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import type { Sink } from '../sinks/sink.ts';

@@ -11,7 +11,7 @@ import { migrate } from '../../src/store/migrate.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
-import { startRelayInProcess, testConfig } from '../support/relay.ts';
+import { spawnCli, startRelayInProcess, testConfig } from '../support/relay.ts';
 import { type RawRecord, TopicReader, tp } from '../support/topic-reader.ts';
 
 /**
@@ -483,21 +483,25 @@ describe('cutover from Debezium', () => {
     await dbz.stop();
     const byDebezium = await stored();
 
-    const client = await db.pool.connect();
-    try {
-      const applied = await migrate(client, {
-        schema,
-        table: 'outbox',
-        publication,
-        slot,
-        compat: 'debezium',
-        debeziumOffsets: join(dbzDir, 'offsets.dat'),
-        debezium: props,
-      });
-      expect(applied.join('\n')).toMatch(/cutover from Debezium recorded/);
-    } finally {
-      client.release();
-    }
+    // The documented command: migrate --compat debezium --debezium-offsets <Connect's offsets file>.
+    const migrated = spawnCli([
+      'migrate',
+      '--database-url',
+      db.url,
+      '--schema',
+      schema,
+      '--publication',
+      publication,
+      '--slot',
+      slot,
+      '--compat',
+      'debezium',
+      ...Object.entries(props).flatMap(([k, v]) => ['--debezium', `${k}=${v}`]),
+      '--debezium-offsets',
+      join(dbzDir, 'offsets.dat'),
+    ]);
+    expect(await migrated.exited, migrated.logs()).toBe(0);
+    expect(migrated.logs()).toMatch(/cutover from Debezium recorded for slot/);
     const config = testConfig(
       db,
       [

@@ -6,7 +6,6 @@
  * `debezium.format.key|value|header`). Pure: a map of properties in, the resolved routing or an
  * error naming the property out.
  */
-import type { ColumnsMode } from '../../replication/columns-tuple.ts';
 import { compileJavaRegex, parseJavaReplacement, type Replacement } from './java-regex.ts';
 
 export type Converter = { kind: 'json'; schemasEnable: boolean } | { kind: 'string' };
@@ -237,16 +236,5 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
     headerConverter: converter(props, 'header', server),
     topicPrefix: props['topic.prefix'] ?? '',
     contextHeaders: bool(props, 'extended.headers.enabled', true),
-  };
-}
-
-/** The columns the stream's decoder takes the pipeline's own fields from. */
-export function columnsModeOf(r: DebeziumRouting): ColumnsMode {
-  return {
-    eventId: r.fieldEventId,
-    key: r.fieldEventKey,
-    routeBy: r.routeByField,
-    type: r.fieldEventType,
-    payload: r.fieldPayload,
   };
 }

@@ -50,6 +50,6 @@ export function messageOf(r: DebeziumRecord, event: OutboxEvent): OutboundMessag
     event,
     bytes,
   };
-  if (r.partition !== undefined) (m as OutboundMessage & { partition: number }).partition = r.partition;
+  if (r.partition !== undefined) m.partition = r.partition;
   return m;
 }

@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
-import { parseDebeziumOffsets } from '../replication/debezium-offsets.ts';
-import { formatLsn, parseLsn } from '../replication/lsn.ts';
-import { readSlotRow } from './slots.ts';
-import { qualified, sqlName } from './sql-ident.ts';
+import { readSlotRow } from '../store/slots.ts';
+import { qualified } from '../store/sql-ident.ts';
+import { parseDebeziumOffsets } from './debezium-offsets.ts';
+import { formatLsn, parseLsn } from './lsn.ts';
 
 /** The relay's cutover record of the Debezium preset (sql/debezium/000002_cutover.sql). */
 export function cutoverTable(schema: string, table: string): string {
@@ -13,8 +13,8 @@ export function cutoverTable(schema: string, table: string): string {
 }
 
 /**
- * `migrate --compat debezium --debezium-offsets <file>`: records where Debezium stopped, for the
- * slot the relay takes over. The slot must exist and use pgoutput — a decoderbufs slot cannot be
+ * `migrate --compat debezium --debezium-offsets <file>` (after the migrations): records where
+ * Debezium stopped, for the slot the relay takes over. The slot must exist and use pgoutput — a decoderbufs slot cannot be
  * reused (a slot's plugin never changes): the error says the one safe path. A pgoutput slot that
  * is already past Debezium's position (it never is, for Debezium's own slot) would be a gap.
  */
@@ -43,7 +43,7 @@ export async function recordCutover(
       ErrorCode.CONFIG_INVALID,
       `slot ${t.slot} uses the ${slot.plugin} plugin; a slot's plugin cannot change, and the relay reads pgoutput only`,
       {
-        fix: `while Debezium still runs: create a publication of the outbox table (CREATE PUBLICATION … FOR TABLE … WITH (publish = 'insert')) and a new pgoutput slot (SELECT pg_create_logical_replication_slot('outbox_relay', 'pgoutput')); wait until Debezium has flushed offsets past the new slot's confirmed_flush_lsn (60 s by default); stop Debezium; then migrate --compat debezium --slot outbox_relay --debezium-offsets <file> (it refuses a slot that starts after Debezium's position: that would be a gap); drop Debezium's old slot (SELECT pg_drop_replication_slot(${sqlName(t.slot).replace(/"/g, "'")}))`,
+        fix: `while Debezium still runs: create a publication of the outbox table (CREATE PUBLICATION … FOR TABLE … WITH (publish = 'insert')) and a new pgoutput slot (SELECT pg_create_logical_replication_slot('outbox_relay', 'pgoutput')); wait until Debezium has flushed offsets past the new slot's confirmed_flush_lsn (60 s by default); stop Debezium; then migrate --compat debezium --slot outbox_relay --debezium-offsets <file> (it refuses a slot that starts after Debezium's position: that would be a gap); drop Debezium's old slot (SELECT pg_drop_replication_slot('${t.slot}'))`,
       },
     );
   const start = slot.confirmed_flush_lsn ? parseLsn(slot.confirmed_flush_lsn) : 0n;
@@ -84,4 +84,13 @@ export async function readCutover(
     .catch(() => null);
   const row = r?.rows[0];
   return row ? { lsnProc: parseLsn(row.lsn_proc), lsnCommit: parseLsn(row.lsn_commit) } : null;
+}
+
+/** recordCutover's target from the configuration (topic.prefix picks the connector's offsets). */
+export function cutoverTarget(
+  c: { schema: string; table: string; slot: string; debezium: Record<string, string> },
+  offsetsFile: string,
+): Parameters<typeof recordCutover>[1] {
+  const server = c.debezium['topic.prefix'] ?? c.debezium['debezium.source.topic.prefix'];
+  return { schema: c.schema, table: c.table, slot: c.slot, offsetsFile, ...(server ? { server } : {}) };
 }
