@@ -20,6 +20,8 @@ export class DebeziumResume<E> {
   #processedTxn = false;
   /** Events of the open transaction not known to be after lsnProc yet; null: passing. */
   #held: E[] | null = null;
+  /** Events skipped so far: Debezium had published them. */
+  skipped = 0;
 
   constructor(lsnProc: bigint, lsnCommit: bigint) {
     this.#lsnProc = lsnProc;
@@ -34,10 +36,14 @@ export class DebeziumResume<E> {
 
   /** An event at WAL position `lsn`: the events to publish now (in order), possibly none. */
   event(e: E, lsn: bigint): E[] {
-    if (this.#processedTxn) return [];
+    if (this.#processedTxn) {
+      this.skipped++;
+      return [];
+    }
     if (this.#held === null) return [e];
     if (lsn === this.#lsnProc) {
       // Debezium's last processed change: it and what came before it in T are done.
+      this.skipped += this.#held.length + 1;
       this.#held = null;
       return [];
     }

@@ -238,6 +238,11 @@ export class ReplicationSession {
     await publisher.catch(() => {});
     this.#sendStatus(false);
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
+    if (this.#resume)
+      log.info(
+        { skipped: this.#resume.skipped },
+        'cutover from Debezium: events skipped as Debezium had published them',
+      );
   }
 
   /**
