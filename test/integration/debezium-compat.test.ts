@@ -39,6 +39,7 @@ const DEBEZIUM_DEFAULTS = {
   'transforms.outbox.route.by.field': 'aggregatetype',
   'binary.handling.mode': 'bytes',
 };
+/** Rows per set-up (`DEBEZIUM_COMPAT_ROWS=2000 npm run compat:debezium` for a longer run). */
 const ROWS = Number(process.env.DEBEZIUM_COMPAT_ROWS ?? 700);
 
 interface Setup {
@@ -262,6 +263,16 @@ function readable(s: ReturnType<typeof shape>): string {
 const report: Record<string, unknown>[] = [];
 afterAll(() => {
   console.log(JSON.stringify({ debeziumCompat: report }));
+  // The summary line of `npm run compat:debezium` (issue 26).
+  const setups = report.filter((r) => 'compared' in r);
+  const sum = (k: string) => setups.reduce((n, r) => n + (r[k] as number), 0);
+  console.log(
+    JSON.stringify({
+      compared: sum('compared'),
+      identical: sum('identical'),
+      setups: setups.map((r) => r.setup),
+    }),
+  );
 });
 
 describe('the Debezium preset writes what Debezium writes', () => {
