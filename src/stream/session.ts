@@ -323,7 +323,6 @@ export class ReplicationSession {
     this.#queue.push(p);
     this.#inflightBytes += p.message.bytes;
     this.#applyBackpressure();
-    return;
   }
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
