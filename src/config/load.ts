@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
@@ -56,6 +57,9 @@ export interface Config {
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
+  compat: 'none' | 'debezium';
+  debezium: Record<string, string>;
+  debeziumOffsets?: string;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;
@@ -196,7 +200,8 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source, help: string
       }
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? [raw] : [];
       const out: Record<string, string> = {};
-      for (const item of (items as string[]).flatMap((i) => String(i).split(','))) {
+      const entries = (i: unknown) => String(i).split(spec.commaValues ? /,(?=[^,=]+=)/ : ',');
+      for (const item of (items as string[]).flatMap(entries)) {
         if (item.trim() === '') continue;
         const eq = item.indexOf('=');
         if (eq <= 0 || eq === item.length - 1) {
@@ -458,6 +463,7 @@ export function validate(
         );
     }
     if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
+    if (c.compat === 'debezium') validateDebezium(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -585,4 +591,16 @@ export function redactUrl(url: string): string {
   } catch {
     return '(unparsable url)';
   }
+}
+
+/** --compat debezium: its properties resolve (an error names the Debezium property), Kafka only. */
+function validateDebezium(c: Config, fail: (key: string, why: string) => Error): void {
+  try {
+    debeziumRouting(c.debezium);
+  } catch (e) {
+    throw fail('debezium', (e as Error).message);
+  }
+  if (c.sink !== 'kafka') throw fail('compat', 'debezium writes Kafka records: it needs --sink kafka');
+  if (c.valueFormat !== 'raw' || Object.keys(c.valueFormatOverrides).length > 0)
+    throw fail('valueFormat', 'the Debezium preset makes its own values: leave --value-format at raw');
 }

@@ -34,6 +34,11 @@ export interface OptionSpec {
    * docs/configuration.md, so nobody starts using it.
    */
   hidden?: boolean;
+  /**
+   * Maps only: a value may hold commas (a comma starts a new entry only when KEY= follows it),
+   * for values that are lists themselves (Debezium's table.fields.additional.placement).
+   */
+  commaValues?: boolean;
   group: string;
   doc: string;
   commands: readonly Command[];
@@ -519,6 +524,37 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Routing',
     doc: 'Per-aggregate-type value format, AGGREGATE_TYPE=FORMAT (repeat the flag, or comma-separate in the environment).',
     commands: RUN,
+  },
+  // --- Debezium preset ---
+  {
+    key: 'compat',
+    flag: 'compat',
+    env: 'OUTBOX_COMPAT',
+    type: 'enum',
+    values: ['none', 'debezium'],
+    default: 'none',
+    group: 'Routing',
+    doc: "debezium: read an existing Debezium outbox table (id uuid, aggregatetype, aggregateid, type, payload jsonb, or the columns --debezium names) and write the records Debezium's Outbox Event Router and Kafka Connect's converters write, byte for byte (Kafka only; docs/debezium-migration.md). The table is not changed; failed events are kept in the side table <table>_relay_failed.",
+    commands: DB,
+  },
+  {
+    key: 'debezium',
+    flag: 'debezium',
+    env: 'OUTBOX_DEBEZIUM',
+    type: 'map',
+    commaValues: true,
+    default: {},
+    group: 'Routing',
+    doc: "With --compat debezium: Debezium's own properties, NAME=VALUE (repeat the flag; in a config file an object). The Outbox Event Router's (table.field.event.id|key|payload|timestamp, table.fields.additional.placement, route.by.field, route.topic.regex, route.topic.replacement, route.tombstone.on.empty.payload; a transforms.<name>. prefix is accepted), the converters' (key.converter, value.converter, header.converter and their .schemas.enable; Debezium Server's debezium.format.*) and topic.prefix. docs/debezium-migration.md maps each one.",
+    commands: DB,
+  },
+  {
+    key: 'debeziumOffsets',
+    flag: 'debezium-offsets',
+    type: 'string',
+    group: 'Routing',
+    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/debezium-migration.md#cutover.",
+    commands: ['migrate'],
   },
   // --- schema registry ---
   {

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
@@ -14,6 +15,7 @@ import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -21,6 +23,7 @@ import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
+import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -257,13 +260,24 @@ export class Relay {
       max: 3,
       application_name: 'pg-outbox-relay',
     });
-    const store = new OutboxStore(pool, c.schema, c.table);
+    // The Debezium preset never writes the application's table: failures go to a side table.
+    const debezium = c.compat === 'debezium';
+    const store = debezium
+      ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
+      : new OutboxStore(pool, c.schema, c.table);
     const blocked = new BlockedAggregates();
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    const sweeper = new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    // The preset's failures live in its side table, which has its own sweeper.
+    const sweeper =
+      store instanceof DebeziumSideStore
+        ? new DebeziumSideSweeper(
+            { config: c, sink: this.#sink, store, log: this.#log },
+            debeziumRouting(c.debezium),
+          )
+        : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
       slot: c.slot,
@@ -321,17 +335,20 @@ export class Relay {
           if (stop.aborted) break;
           if (lock.lost.aborted) continue;
           // Which aggregates are blocked survives restarts in the table (strict ordering).
-          await blocked.reload(pool, c.schema, c.table);
+          if (!debezium) await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
           const outcomeDeps = { ...shared, outages: this.#outages, tracer };
-          if (slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
+          // The preset has no table to recover from (the events may exist only in the WAL).
+          if (!debezium && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
           // the sweeper's: the stream skips them too.
-          const recorded = await readProgress(pool, store.progress, c.slot);
-          const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
+          const recorded = debezium ? null : await readProgress(pool, store.progress, c.slot);
+          const onRows = debezium
+            ? new Set<string>()
+            : await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
             outcomeDeps,
             slot.confirmedFlushLsn,
