@@ -34,6 +34,9 @@ export interface Config {
   kafkaOauthTokenCommand?: string;
   kafkaOauthExtensions: Record<string, string>;
   kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
+  delivery: 'at-least-once' | 'exactly-once';
+  kafkaProgressTopic: string;
+  kafkaTransactionTimeoutMs: number;
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
   kafkaTopics: 'off' | 'verify' | 'create';
@@ -478,6 +481,12 @@ export function validate(
         throw fail('kafkaTopicOverrides', `${type}=${settings}: ${(e as Error).message}`);
       }
     }
+  }
+  if (command === 'run' && c.delivery === 'exactly-once') {
+    if (c.sink !== 'kafka')
+      throw need('delivery', `exactly-once needs --sink kafka (Kafka transactions); ${c.sink} is at-least-once`);
+    if (!c.kafkaProgressTopic || checkTopicTemplate(c.kafkaProgressTopic) || c.kafkaProgressTopic.includes('{'))
+      throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
   }
   if (command === 'run' && c.sink === 'kafka') {
     if (c.kafkaBrokers.length === 0)

@@ -1,4 +1,4 @@
-import type { Classified } from '../errors.ts';
+import { type Classified, isRelayError } from '../errors.ts';
 import { Again, outagePolicy, retryUntilAborted } from '../retry/retry.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import type { OutcomeDeps } from './outcome.ts';
@@ -18,6 +18,8 @@ export async function publishOnce(d: PublishDeps, messages: OutboundMessage[]): 
     d.tracer?.record({ messages, outcome: 'published', startMs, endMs: Date.now() });
     return true;
   } catch (e) {
+    // The relay's own verdicts that no retry can change (a fenced exactly-once producer) end it.
+    if (isRelayError(e) && !e.retriable) throw e;
     const cls = d.sink.classify(e);
     d.tracer?.record({ messages, outcome: 'failed', startMs, endMs: Date.now(), error: cls.reason });
     return cls;

@@ -84,6 +84,9 @@ export class ReplicationSession {
    */
   readonly #outcomesOnRows: ReadonlySet<string>;
 
+  /** deps for deciding batches: exactly-once, the sink's publishes carry the stream's progress. */
+  readonly #outcomeDeps: OutcomeDeps;
+
   constructor(
     deps: SessionDeps,
     startLsn: Lsn,
@@ -91,6 +94,13 @@ export class ReplicationSession {
     outcomesOnRows: ReadonlySet<string> = new Set(),
   ) {
     this.#d = deps;
+    const sink = deps.sink;
+    this.#outcomeDeps = sink.exactlyOnce
+      ? {
+          ...deps,
+          sink: { publish: (b) => sink.publish(b, { progress: true }), classify: (e) => sink.classify(e) },
+        }
+      : deps;
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
     this.#recorder = new OutcomeRecorder(deps);
@@ -377,7 +387,7 @@ export class ReplicationSession {
       const batch = this.#queue.take(c.batchSize, c.batchBytes);
       if (batch.length === 0) continue;
       busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
-      const outcomes = await decideBatch(this.#d, batch, signal);
+      const outcomes = await decideBatch(this.#outcomeDeps, batch, signal);
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
       published.push({ batch, outcomes });
@@ -389,6 +399,8 @@ export class ReplicationSession {
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
     if (!(await this.#recorder.record(batch, outcomes, signal))) return; // aborted: nothing of this batch settles
+    // Exactly-once: PostgreSQL holds these ids now; Kafka's progress record may drop them.
+    this.#d.sink.exactlyOnce?.recorded(batch.map((p) => p.message.event.id));
     // A transaction's events are settled together (they are consecutive in a batch).
     let txn: TxnEntry | null = null;
     let ofTxn = 0;
