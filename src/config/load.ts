@@ -484,8 +484,15 @@ export function validate(
   }
   if (command === 'run' && c.delivery === 'exactly-once') {
     if (c.sink !== 'kafka')
-      throw need('delivery', `exactly-once needs --sink kafka (Kafka transactions); ${c.sink} is at-least-once`);
-    if (!c.kafkaProgressTopic || checkTopicTemplate(c.kafkaProgressTopic) || c.kafkaProgressTopic.includes('{'))
+      throw need(
+        'delivery',
+        `exactly-once needs --sink kafka (Kafka transactions); ${c.sink} is at-least-once`,
+      );
+    if (
+      !c.kafkaProgressTopic ||
+      checkTopicTemplate(c.kafkaProgressTopic) ||
+      c.kafkaProgressTopic.includes('{')
+    )
       throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
   }
   if (command === 'run' && c.sink === 'kafka') {

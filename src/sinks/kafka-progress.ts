@@ -77,8 +77,14 @@ interface BrokerLike {
  * offset, through kafkajs' own aborted-transaction filter, scanning back from the end in
  * growing windows until the key is found (the active segment is not compacted yet).
  */
-export async function readLatestProgress(kafka: Kafka, topic: string, key: string): Promise<KafkaProgress | null> {
-  const sym = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster');
+export async function readLatestProgress(
+  kafka: Kafka,
+  topic: string,
+  key: string,
+): Promise<KafkaProgress | null> {
+  const sym = Object.getOwnPropertySymbols(kafka).find(
+    (s) => s.description === 'private:Kafka:createCluster',
+  );
   if (!sym) throw new Error('this kafkajs does not look as expected: cannot read the progress topic');
   const createCluster = (kafka as unknown as Record<symbol, (o: object) => ClusterLike>)[sym]!;
   const cluster = createCluster({ isolationLevel: READ_COMMITTED, allowAutoTopicCreation: false });

@@ -292,6 +292,10 @@ export class TransactionalPublisher {
       await admin.disconnect().catch(() => {});
     }
     await this.#ready();
+    this.#log.info(
+      { instance: this.#instance, progressTopic: this.#c.progressTopic },
+      'exactly-once: transactional producer ready (every older producer of this transactional id is fenced)',
+    );
   }
 
   async stop(): Promise<void> {

@@ -16,6 +16,7 @@ import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
+import { TransactionalPublisher } from './kafka-transactions.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
 import { logCreator } from './kafkajs-log.ts';
 import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
@@ -23,7 +24,6 @@ import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-h
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
-import { TransactionalPublisher } from './kafka-transactions.ts';
 import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
@@ -48,7 +48,9 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
 > &
-  Partial<Pick<Config, 'delivery' | 'kafkaProgressTopic' | 'kafkaTransactionTimeoutMs' | 'databaseUrl' | 'slot'>> &
+  Partial<
+    Pick<Config, 'delivery' | 'kafkaProgressTopic' | 'kafkaTransactionTimeoutMs' | 'databaseUrl' | 'slot'>
+  > &
   Partial<
     Pick<
       Config,

@@ -1,5 +1,5 @@
 import type { Config } from '../config/load.ts';
-import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { decideBatch } from '../outcome/decide.ts';
@@ -204,8 +204,21 @@ export class ReplicationSession {
   async #drain(publisher: Promise<void>): Promise<void> {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
+    // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
+    // its error ends the relay after the drain.
+    let fatal: RelayError | null = null;
+    let ended = false;
+    void publisher.then(
+      () => {
+        ended = true;
+      },
+      (e: unknown) => {
+        ended = true;
+        if (isRelayError(e) && !e.retriable) fatal = e;
+      },
+    );
     const deadline = Date.now() + c.shutdownTimeoutMs;
-    while (this.#tracker.unsettled > 0 && Date.now() < deadline) {
+    while (this.#tracker.unsettled > 0 && !ended && Date.now() < deadline) {
       await sleep(20);
     }
     if (this.#tracker.unsettled > 0) {
@@ -218,6 +231,7 @@ export class ReplicationSession {
     await publisher.catch(() => {});
     this.#sendStatus(false);
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
+    if (fatal) throw fatal;
   }
 
   /**

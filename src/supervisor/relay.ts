@@ -463,7 +463,10 @@ export class Relay {
     if (ranges !== '{}') {
       const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges);
       if (n !== 1) throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
-      this.#log.info({ published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges }, "Kafka's committed progress added to the progress record");
+      this.#log.info(
+        { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
+        "Kafka's committed progress added to the progress record",
+      );
     }
     eo.recorded('all');
   }

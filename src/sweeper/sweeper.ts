@@ -51,7 +51,6 @@ export interface SweeperDeps {
   onFatal?: (e: RelayError) => void;
 }
 
-
 /** Exactly-once: marks the messages the sweeper publishes (retries, dead letters), which stay at-least-once. */
 export const DELIVERY_HEADER = 'x-outbox-delivery';
 
