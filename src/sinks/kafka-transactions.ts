@@ -3,7 +3,7 @@ import type { CompressionTypes, Kafka, Message, Producer, ProducerConfig, Transa
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import { idRanges } from '../lifecycle/id-ranges.ts';
 import type { Logger } from '../observability/logger.ts';
-import { isFenced } from './kafka-errors.ts';
+import { classifyKafkaError, isFenced } from './kafka-errors.ts';
 import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-progress.ts';
 import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 
@@ -70,6 +70,8 @@ export class TransactionalPublisher {
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
   replacements = 0;
+  /** Times the progress topic was found deleted and recreated. */
+  progressTopicLosses = 0;
 
   constructor(kafka: Kafka, producerConfig: ProducerConfig, c: TransactionalConfig, log: Logger) {
     this.#kafka = kafka;
@@ -235,7 +237,12 @@ export class TransactionalPublisher {
     } catch (e) {
       // Nothing was committed: the next producer's InitProducerId aborts what was stored.
       await this.#drop();
-      throw this.#fencedOr(e);
+      const fenced = this.#fencedOr(e);
+      if (fenced === e && classifyKafkaError(e).class === 'permanent' && (await this.#progressTopicLost()))
+        throw new Error(
+          `the progress topic ${this.#c.progressTopic} was deleted; recreated, the batch is sent again`,
+        );
+      throw fenced;
     }
     try {
       await txn.commit();
@@ -259,43 +266,75 @@ export class TransactionalPublisher {
     for (const id of ids) this.#pending.add(id);
   }
 
+  async #ensureTopic(): Promise<void> {
+    const admin = this.#kafka.admin();
+    await admin.connect();
+    try {
+      const topics = await admin.listTopics();
+      if (topics.includes(this.#c.progressTopic)) return;
+      await admin
+        .createTopics({
+          waitForLeaders: true,
+          topics: [
+            {
+              topic: this.#c.progressTopic,
+              numPartitions: 1,
+              configEntries: [
+                { name: 'cleanup.policy', value: 'compact' },
+                { name: 'segment.ms', value: '600000' },
+              ],
+            },
+          ],
+        })
+        .catch((e: unknown) => {
+          if ((e as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw e;
+        });
+      this.#log.info({ topic: this.#c.progressTopic }, 'created the exactly-once progress topic');
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  }
+
   /**
    * Creates the progress topic if missing (compacted, one partition) and fences every older
    * producer of the transactional id.
    */
   async start(): Promise<void> {
-    const admin = this.#kafka.admin();
-    await admin.connect();
-    try {
-      const topics = await admin.listTopics();
-      if (!topics.includes(this.#c.progressTopic)) {
-        await admin
-          .createTopics({
-            waitForLeaders: true,
-            topics: [
-              {
-                topic: this.#c.progressTopic,
-                numPartitions: 1,
-                configEntries: [
-                  { name: 'cleanup.policy', value: 'compact' },
-                  { name: 'segment.ms', value: '600000' },
-                ],
-              },
-            ],
-          })
-          .catch((e: unknown) => {
-            if ((e as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw e;
-          });
-        this.#log.info({ topic: this.#c.progressTopic }, 'created the exactly-once progress topic');
-      }
-    } finally {
-      await admin.disconnect().catch(() => {});
-    }
+    await this.#ensureTopic();
     await this.#ready();
     this.#log.info(
       { instance: this.#instance, progressTopic: this.#c.progressTopic },
       'exactly-once: transactional producer ready (every older producer of this transactional id is fenced)',
     );
+  }
+
+  /**
+   * A permanent refusal may be the progress topic's: deleted under the relay. It is then
+   * recreated, and the refusal is transient for the batch. The record's history is gone: the
+   * next record carries every id PostgreSQL has not recorded yet (pending), so this process
+   * loses nothing of the guarantee; a relay that restarts before PostgreSQL recorded them reads
+   * no Kafka record and sends those events again (the at-least-once window, logged at start).
+   * The next token is not compared with the last (it cannot be found any more).
+   */
+  async #progressTopicLost(): Promise<boolean> {
+    const admin = this.#kafka.admin();
+    try {
+      await admin.connect();
+      if ((await admin.listTopics()).includes(this.#c.progressTopic)) return false;
+    } catch {
+      return false;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+    this.#log.error(
+      { topic: this.#c.progressTopic },
+      'the exactly-once progress topic was deleted: recreating it; until PostgreSQL records the events committed so far, a restart would send them again (at-least-once)',
+    );
+    await this.#ensureTopic();
+    this.#knowsLast = false;
+    this.#lastToken = null;
+    this.progressTopicLosses++;
+    return true;
   }
 
   async stop(): Promise<void> {

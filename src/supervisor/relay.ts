@@ -460,7 +460,15 @@ export class Relay {
         { retriable: true, cause: e },
       );
     });
-    if (ranges !== '{}') {
+    if (ranges === '{}') {
+      // Right at a first start; after one, the progress topic was deleted (or is another cluster).
+      const recorded = await readProgress(pool, store.progress, this.#c.slot);
+      if (recorded && recorded !== '{}')
+        this.#log.warn(
+          { topic: this.#c.kafkaProgressTopic },
+          "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
+        );
+    } else {
       const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges);
       if (n !== 1) throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
       this.#log.info(

@@ -157,6 +157,35 @@ describe('exactly-once', () => {
     const expected = [...Array.from({ length: 20 }, (_, i) => `small-${i}`), 'small-100'].sort();
     expect(keys).toEqual(expected);
   }, 200_000);
+  it('survives the deletion of its progress topic: recreated, nothing lost, the fallback logged', async () => {
+    const AGG = 10;
+    const nextSeq = new Array<number>(AGG).fill(0);
+    const r = eos();
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    await write(200, AGG, nextSeq, 5, 'p-');
+    await settled();
+    const admin = await kafka.admin();
+    await admin.deleteTopics({ topics: [kafka.topic('progress')], timeout: 30_000 });
+    await write(200, AGG, nextSeq, 6, 'p-');
+    await settled();
+    await r.waitForLog(/progress topic was deleted/, 60_000);
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+    // A restart reads the recreated topic's record (or none: then PostgreSQL's record, logged).
+    const again = eos();
+    await again.waitForLog(/streaming from the slot/, 60_000);
+    await write(100, AGG, nextSeq, 7, 'p-');
+    await settled();
+    again.kill('SIGTERM');
+    expect(await again.exited).toBe(0);
+    const records = (await kafka.readAll('outbox.event.Account')).filter((m) =>
+      m.key!.toString().startsWith('p-'),
+    );
+    const { unique, missing, duplicates } = deliveryReport(records, nextSeq, 'p-');
+    expect(missing.slice(0, 10)).toEqual([]);
+    expect(duplicates).toBe(0);
+    expect(unique.size).toBe(500);
+  }, 300_000);
 });
 
 describe('exactly-once on a broker of its own (faults)', () => {
