@@ -118,8 +118,18 @@ export class TransactionalPublisher {
     return p;
   }
 
-  #read(): Promise<KafkaProgress | null> {
-    return readLatestProgress(this.#kafka, this.#c.progressTopic, this.#c.transactionalId);
+  /**
+   * The latest committed record. Reading is never an event's failure: a missing progress topic
+   * is recreated (null: no record), any other error is transient.
+   */
+  async #read(): Promise<KafkaProgress | null> {
+    try {
+      return await readLatestProgress(this.#kafka, this.#c.progressTopic, this.#c.transactionalId);
+    } catch (e) {
+      if (await this.#progressTopicLost()) return null;
+      // No cause: its Kafka error type would make the refusal look like an event's.
+      throw new Error(`cannot read the progress topic ${this.#c.progressTopic}: ${errorMessage(e)}`);
+    }
   }
 
   /**
@@ -320,9 +330,10 @@ export class TransactionalPublisher {
     const admin = this.#kafka.admin();
     try {
       await admin.connect();
-      if ((await admin.listTopics()).includes(this.#c.progressTopic)) return false;
-    } catch {
-      return false;
+      const md = await admin.fetchTopicMetadata({ topics: [this.#c.progressTopic] });
+      if (md.topics.some((t) => t.name === this.#c.progressTopic && t.partitions.length > 0)) return false;
+    } catch (e) {
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') return false;
     } finally {
       await admin.disconnect().catch(() => {});
     }

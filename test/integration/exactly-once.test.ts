@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
 import { type DedicatedKafka, type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
@@ -28,8 +28,14 @@ beforeAll(async () => {
   await kafka.createTopic('outbox.event.Big', 1, { config: { 'max.message.bytes': '2000' } });
 });
 
+// A failed test must not leave its relay holding the slot for the next one.
+afterEach(async () => {
+  const left = [...running];
+  for (const r of left) r.kill('SIGKILL');
+  await Promise.all(left.map((r) => r.exited));
+});
+
 afterAll(async () => {
-  for (const r of running) r.kill('SIGKILL');
   await kafka?.stop();
 });
 
