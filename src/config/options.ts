@@ -382,7 +382,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     default: 'outbox-relay.progress',
     group: 'Kafka',
-    doc: 'With --delivery exactly-once: the compacted topic, keyed by slot, that holds each slot\u2019s progress, written in the same transaction as the events (created with 1 partition, cleanup.policy=compact, if missing).',
+    doc: 'With --delivery exactly-once: the compacted topic, keyed by the transactional id (database and slot), that holds each slot\u2019s progress, written in the same transaction as the events (created with 1 partition, cleanup.policy=compact, if missing).',
     commands: ['run'],
   },
   {
