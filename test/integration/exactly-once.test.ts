@@ -141,7 +141,9 @@ describe('exactly-once', () => {
     if (committed) {
       expect(committed.length).toBe(4000);
       expect(new Set(committed).size).toBe(4000);
-      console.log(`kcat: read_committed ${committed.length}, read_uncommitted ${kcat('read_uncommitted')?.length}`);
+      console.log(
+        `kcat: read_committed ${committed.length}, read_uncommitted ${kcat('read_uncommitted')?.length}`,
+      );
     }
     // Kafka holds the slot's progress, committed with the events.
     const progress = (await kafka.readAll('progress')).map((m) => decodeProgress(m.value));
