@@ -24,6 +24,7 @@ export const ErrorCode = {
   RELAY_STATE_MISSING: 'RELAY_STATE_MISSING',
   POISON_POSITION: 'POISON_POSITION',
   KAFKA_TOPICS_NOT_READY: 'KAFKA_TOPICS_NOT_READY',
+  PRODUCER_FENCED: 'PRODUCER_FENCED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -59,6 +60,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state and progress tables.',
   KAFKA_TOPICS_NOT_READY:
     'Create the named topics with enough partitions (kafka-topics.sh --create / --alter --partitions, or run with --kafka-topics create), or lower --kafka-topic-partitions; `outbox-relay check` lists them (docs/kafka.md#topics).',
+  PRODUCER_FENCED:
+    "Exactly-once: another relay started a transactional producer with this relay's transactional id (same database and slot) and fenced this one, or wrote the slot's Kafka progress since. This relay stopped publishing and exited (75) without committing anything more; nothing is lost. If both were meant to run, one is a standby: restart this one and it waits for the leader lock (docs/exactly-once.md).",
 };
 
 export interface RelayErrorOptions {

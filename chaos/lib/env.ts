@@ -51,8 +51,17 @@ export class Env {
   #samplers: Promise<void>[] = [];
   readonly #log: (line: string) => void;
 
-  constructor(name: string, outRoot: string, log: (line: string) => void) {
+  /** --delivery of every relay the scenario spawns (npm run chaos -- --delivery exactly-once). */
+  readonly delivery: 'at-least-once' | 'exactly-once';
+
+  constructor(
+    name: string,
+    outRoot: string,
+    log: (line: string) => void,
+    delivery: 'at-least-once' | 'exactly-once' = 'at-least-once',
+  ) {
     this.name = name;
+    this.delivery = delivery;
     this.outDir = join(outRoot, name);
     mkdirSync(this.outDir, { recursive: true });
     this.#log = log;
@@ -193,6 +202,7 @@ export class Env {
       ...['--database-url', this.url, '--slot', SLOT, ...sink],
       ...['--retry-initial-ms', '100', '--retry-max-ms', '1000'],
       ...['--status-interval-ms', '1000', '--http-host', '127.0.0.1', '--standby-poll-ms', '500'],
+      ...['--delivery', this.delivery],
       ...extra,
     ]);
     this.relays.push(relay);

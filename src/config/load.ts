@@ -35,6 +35,9 @@ export interface Config {
   kafkaOauthTokenCommand?: string;
   kafkaOauthExtensions: Record<string, string>;
   kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
+  delivery: 'at-least-once' | 'exactly-once';
+  kafkaProgressTopic: string;
+  kafkaTransactionTimeoutMs: number;
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
   kafkaTopics: 'off' | 'verify' | 'create';
@@ -485,6 +488,24 @@ export function validate(
         throw fail('kafkaTopicOverrides', `${type}=${settings}: ${(e as Error).message}`);
       }
     }
+  }
+  if (command === 'run' && c.delivery === 'exactly-once') {
+    if (c.sink !== 'kafka')
+      throw need(
+        'delivery',
+        `exactly-once needs --sink kafka (Kafka transactions); ${c.sink} is at-least-once`,
+      );
+    if (
+      !c.kafkaProgressTopic ||
+      checkTopicTemplate(c.kafkaProgressTopic) ||
+      c.kafkaProgressTopic.includes('{')
+    )
+      throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
+    // Exactly-once keeps the published outbox ids in the Kafka transaction and in the progress
+    // record; the Debezium preset has no outbox ids (its events are WAL positions, its progress
+    // the slot's): the two are not combined yet.
+    if (c.compat === 'debezium')
+      throw need('delivery', 'exactly-once is not available with --compat debezium yet (at-least-once only)');
   }
   if (command === 'run' && c.sink === 'kafka') {
     if (c.kafkaBrokers.length === 0)

@@ -93,6 +93,20 @@ export function breaksProducer(e: unknown): boolean {
 }
 
 /**
+ * Whether `e` says a newer producer with the same transactional id exists (exactly-once): the
+ * coordinator bumped the epoch (INVALID_PRODUCER_EPOCH, 47) or fenced it (PRODUCER_FENCED, 90,
+ * which kafkajs 2.2.4 does not know by name). For a transactional producer this is never
+ * retried: another relay owns the slot's transactions now.
+ */
+export function isFenced(e: unknown): boolean {
+  for (const k of chain(e)) {
+    if (k.type === 'INVALID_PRODUCER_EPOCH' || k.type === 'PRODUCER_FENCED') return true;
+    if (k.type === 'KAFKAJS_UNKNOWN_ERROR_CODE' && /\bcode 90\b/.test(k.message ?? '')) return true;
+  }
+  return false;
+}
+
+/**
  * Refusals of the relay's principal rather than of an event: every event would meet them, so
  * none is failed for them — transient, with the fix in the message.
  */

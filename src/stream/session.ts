@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/load.ts';
-import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
@@ -96,6 +96,9 @@ export class ReplicationSession {
    */
   readonly #outcomesOnRows: ReadonlySet<string>;
 
+  /** deps for deciding batches: exactly-once, the sink's publishes carry the stream's progress. */
+  readonly #outcomeDeps: OutcomeDeps;
+
   constructor(
     deps: SessionDeps,
     startLsn: Lsn,
@@ -103,6 +106,13 @@ export class ReplicationSession {
     outcomesOnRows: ReadonlySet<string> = new Set(),
   ) {
     this.#d = deps;
+    const sink = deps.sink;
+    this.#outcomeDeps = sink.exactlyOnce
+      ? {
+          ...deps,
+          sink: { publish: (b) => sink.publish(b, { progress: true }), classify: (e) => sink.classify(e) },
+        }
+      : deps;
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
     this.#recorder = new OutcomeRecorder(deps);
@@ -224,8 +234,21 @@ export class ReplicationSession {
   async #drain(publisher: Promise<void>): Promise<void> {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
+    // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
+    // its error ends the relay after the drain.
+    let fatal: RelayError | null = null;
+    let ended = false;
+    void publisher.then(
+      () => {
+        ended = true;
+      },
+      (e: unknown) => {
+        ended = true;
+        if (isRelayError(e) && !e.retriable) fatal = e;
+      },
+    );
     const deadline = Date.now() + c.shutdownTimeoutMs;
-    while (this.#tracker.unsettled > 0 && Date.now() < deadline) {
+    while (this.#tracker.unsettled > 0 && !ended && Date.now() < deadline) {
       await sleep(20);
     }
     if (this.#tracker.unsettled > 0) {
@@ -243,6 +266,7 @@ export class ReplicationSession {
         { skipped: this.#resume.skipped },
         'cutover from Debezium: events skipped as Debezium had published them',
       );
+    if (fatal) throw fatal;
   }
 
   /**
@@ -421,7 +445,7 @@ export class ReplicationSession {
       const batch = this.#queue.take(c.batchSize, c.batchBytes);
       if (batch.length === 0) continue;
       busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
-      const outcomes = await decideBatch(this.#d, batch, signal);
+      const outcomes = await decideBatch(this.#outcomeDeps, batch, signal);
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
       published.push({ batch, outcomes });
@@ -433,6 +457,8 @@ export class ReplicationSession {
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
     if (!(await this.#recorder.record(batch, outcomes, signal))) return; // aborted: nothing of this batch settles
+    // Exactly-once: PostgreSQL holds these ids now; Kafka's progress record may drop them.
+    this.#d.sink.exactlyOnce?.recorded(batch.map((p) => p.message.event.id));
     // A transaction's events are settled together (they are consecutive in a batch).
     let txn: TxnEntry | null = null;
     let ofTxn = 0;

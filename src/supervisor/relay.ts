@@ -5,7 +5,13 @@ import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
-import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
+import {
+  markRecovery,
+  outcomesOnRows,
+  pendingRecovery,
+  readProgress,
+  recordProgressRanges,
+} from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
@@ -334,6 +340,9 @@ export class Relay {
           }
           if (stop.aborted) break;
           if (lock.lost.aborted) continue;
+          // Exactly-once: what Kafka committed (read after fencing older producers) joins
+          // PostgreSQL's progress record before anything is streamed or recovered.
+          if (this.#sink.exactlyOnce) await this.#syncKafkaProgress(pool, store);
           // Which aggregates are blocked survives restarts in the table (strict ordering).
           if (!debezium) await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
@@ -450,6 +459,42 @@ export class Relay {
       await lock.release();
       await pool.end().catch(() => {});
     }
+  }
+
+  /**
+   * Exactly-once: Kafka's latest committed progress record (the ids of every transaction this
+   * slot committed that PostgreSQL may not have recorded: a crash or a fencing between the Kafka
+   * commit and the progress statement) is added to PostgreSQL's record, so the stream skips those
+   * events. Kafka's record can then forget them. A record another relay wrote since this one's
+   * last commit ends the relay (PRODUCER_FENCED).
+   */
+  async #syncKafkaProgress(pool: pg.Pool, store: OutboxStore): Promise<void> {
+    const eo = this.#sink.exactlyOnce!;
+    const ranges = await eo.committed().catch((e: unknown) => {
+      if (isRelayError(e) && !e.retriable) throw e;
+      throw new RelayError(
+        ErrorCode.BROKER_UNAVAILABLE,
+        `cannot read the exactly-once progress topic: ${errorMessage(e)}`,
+        { retriable: true, cause: e },
+      );
+    });
+    if (ranges === '{}') {
+      // Right at a first start; after one, the progress topic was deleted (or is another cluster).
+      const recorded = await readProgress(pool, store.progress, this.#c.slot);
+      if (recorded && recorded !== '{}')
+        this.#log.warn(
+          { topic: this.#c.kafkaProgressTopic },
+          "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
+        );
+    } else {
+      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges);
+      if (n !== 1) throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
+      this.#log.info(
+        { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
+        "Kafka's committed progress added to the progress record",
+      );
+    }
+    eo.recorded('all');
   }
 
   /** A stream failure with no progress: counts it towards a poison position; the poison once recognised. */
