@@ -260,7 +260,10 @@ describe('exactly-once on a broker of its own (faults)', () => {
     const writer = (async () => {
       for (let round = 0; writing; round++) await write(50, AGG, nextSeq, 1000 + round, 'z-');
     })();
-    await new Promise((res) => setTimeout(res, 1500));
+    await waitFor(async () => (await ded.readAll('outbox.event.Account')).length > 0, {
+      timeoutMs: 120_000,
+      message: 'the first relay publishing',
+    });
     // A slow broker path: each request takes 0.6 s, so the relay is inside a transaction (produced,
     // not committed) nearly all the time, and is frozen there.
     ded.proxies[0]!.setLatency(600);
@@ -275,12 +278,20 @@ describe('exactly-once on a broker of its own (faults)', () => {
     );
     const b = eos([], ded);
     await b.waitForLog(/streaming from the slot/, 60_000);
-    await new Promise((res) => setTimeout(res, 3000));
+    // The successor has committed a transaction of its own before the zombie resumes.
+    await waitFor(
+      async () =>
+        (await ded.readAll('progress')).some((m) =>
+          decodeProgress(m.value)?.token.startsWith(`${instanceOf(b)}:`),
+        ),
+      { timeoutMs: 120_000, message: "the successor's first commit" },
+    );
     a.kill('SIGCONT');
-    // The zombie resumes with whatever it had in flight; give it time to try.
+    // The zombie resumes with whatever it had in flight: fenced at its next request, it exits
+    // (bounded generously: on a loaded machine a resumed process may wait long for a core).
     const aExit = await Promise.race([
       a.exited,
-      new Promise((res) => setTimeout(() => res('running'), 15_000)),
+      new Promise((res) => setTimeout(() => res('running'), 120_000)),
     ]);
     writing = false;
     await writer;

@@ -22,10 +22,17 @@ export function sinkLoad(db: Db) {
     return new Map(r.map((x) => [x.id, x]));
   }
 
-  /** Until no event of `ids` is pending (each published or failed). */
+  /**
+   * Until no event of `ids` is pending (each published or failed). `timeoutMs` bounds the time
+   * without progress (the pending count not falling), not the whole wait: a broker that stores a
+   * few thousand persistent messages a second on a loaded machine takes minutes over a backlog
+   * that a quiet one drains in seconds; the absolute cap is 6 × timeoutMs.
+   */
   async function settled(ids: string[], timeoutMs = 60_000): Promise<void> {
     await waitFor(async () => [...(await statuses(ids)).values()].every((s) => s.status !== 'pending'), {
       timeoutMs,
+      intervalMs: 250,
+      progress: async () => [...(await statuses(ids)).values()].filter((s) => s.status === 'pending').length,
       message: async () => {
         const s = [...(await statuses(ids)).values()].filter((x) => x.status === 'pending');
         return `${s.length} of ${ids.length} events still pending`;
