@@ -35,35 +35,20 @@ import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, measureFloors } from './floors.ts';
-import { createLogAppendTopic, measureLive, ramp } from './live.ts';
+import { measureLive, ramp } from './live.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
 import { drainRecvlogical, recvlogicalRampStep } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
 import { type BulkRound, type CodecResult, type LiveRun, Report, type TxnRound } from './report.ts';
+import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PUBLICATION = 'outbox_pub';
 
 async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
-}
-
-/**
- * A 3-partition topic, once every partition has a leader. Not kafkajs' waitForLeaders: on a busy
- * machine its first metadata request can come before the broker knows the topic
- * (UNKNOWN_TOPIC_OR_PARTITION), which it does not retry.
- */
-async function createTopic(admin: Admin, topic: string): Promise<void> {
-  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: false });
-  for (let i = 0; ; i++) {
-    const md = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => null);
-    const parts = md?.topics[0]?.partitions ?? [];
-    if (parts.length === 3 && parts.every((p) => p.leader >= 0)) return;
-    if (i > 300) throw new Error(`topic ${topic}: no leaders after 30 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
@@ -241,10 +226,7 @@ async function main() {
       await createSlots(db, ['live']);
       await createFloorTable(db);
       await createTopic(admin, FLOOR_TOPIC);
-      await admin.createTopics({
-        topics: [{ topic: 'outbox.event.Ramp', numPartitions: 3 }],
-        waitForLeaders: true,
-      });
+      await createTopic(admin, 'outbox.event.Ramp');
       const relay = startRelay(server.url, 'live', kafkaArgs);
       cleanup.push(relay.stop);
       await relay.streaming;
@@ -311,10 +293,7 @@ async function main() {
     // 5. One big transaction.
     if (a.bigRows > 0) {
       await createSlots(db, ['big']);
-      await admin.createTopics({
-        topics: [{ topic: 'outbox.event.Big', numPartitions: 3 }],
-        waitForLeaders: true,
-      });
+      await createTopic(admin, 'outbox.event.Big');
       await resetStatus(db);
       t0 = performance.now();
       await insertBulk(db, 'Big', a.bigRows, a.bigRows);

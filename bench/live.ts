@@ -14,19 +14,6 @@ import { type Dist, distribution } from './stats.ts';
 
 const now = () => performance.timeOrigin + performance.now();
 
-export async function createLogAppendTopic(admin: Admin, topic: string, partitions = 3): Promise<void> {
-  await admin.createTopics({
-    topics: [
-      {
-        topic,
-        numPartitions: partitions,
-        configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }],
-      },
-    ],
-    waitForLeaders: true,
-  });
-}
-
 /**
  * The warm-up before the measured writes: at least `minSeconds`, then on until `settled()` (asked
  * every second from the start) or `maxSeconds`.

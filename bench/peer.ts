@@ -7,8 +7,9 @@ import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import type { ThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { DEBEZIUM_TUNING, DEBEZIUM_VERSION, startDebezium } from './debezium.ts';
-import { createLogAppendTopic, type LiveResult, measureLive } from './live.ts';
+import { type LiveResult, measureLive } from './live.ts';
 import { jitQuiet, sleep } from './proc.ts';
+import { createLogAppendTopic } from './topics.ts';
 
 export type PeerResult = {
   version: string;
