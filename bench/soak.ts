@@ -308,6 +308,7 @@ async function main() {
       `SELECT status, count(*)::text AS n FROM outbox_with_status WHERE aggregate_type = 'Missing' GROUP BY 1`,
     );
     let lost = 0;
+    let notDeadYet = 0;
     let phantom = 0;
     let deadLettered = 0;
     for (let i = 0; i < total; i++) {
@@ -316,8 +317,9 @@ async function main() {
         continue;
       }
       if (refused(i)) {
+        // Not on the dead-letter topic yet: still 'failed' between retries (soak_refused_rows_by_status).
         if (dead[i]) deadLettered++;
-        else lost++;
+        else notDeadYet++;
       } else if (Number.isNaN(appendAt[i]!)) lost++;
     }
     const perMinute = minuteP99s(commitAt, appendAt, total, start);
@@ -339,10 +341,11 @@ async function main() {
       soak_committed: committed,
       soak_refused: Array.from({ length: total }, (_, i) => i).filter((i) => wanted(i) && refused(i)).length,
       soak_dead_lettered: deadLettered,
-      // Drained: the relay confirmed past the last commit; then "lost" is lost. Not drained: lost
-      // counts what had not arrived 10 minutes after the writer stopped.
+      // Drained: the relay confirmed past the last commit; then "lost" (events not refused and
+      // not on the topic) is lost. Not drained: what had not arrived 10 minutes after the writer.
       soak_drained: drained,
       soak_lost: lost,
+      soak_refused_not_dead_lettered_yet: notDeadYet,
       soak_phantom: phantom,
       soak_duplicates: duplicates,
       soak_rss_slope_mb_per_10min: round(growthPer10Min(rss, minutes, restartMinute), 2),
