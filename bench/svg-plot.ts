@@ -47,7 +47,7 @@ export function pathData(points: Point[], x: (t: number) => number, y: (v: numbe
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const num = (v: number) =>
-  v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : String(Number(v.toPrecision(2)));
+  Number.isInteger(v) || v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : String(Number(v.toPrecision(2)));
 
 export function renderSvg(o: {
   title: string;
