@@ -34,7 +34,7 @@ import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
-import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, measureFloors } from './floors.ts';
+import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
 import { measureLive, ramp } from './live.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
@@ -231,6 +231,17 @@ async function main() {
       cleanup.push(relay.stop);
       await relay.streaming;
       const brokerPid = broker.pidOf(1) ?? undefined;
+      const floors = await Floors.start({
+        db,
+        url: server.url,
+        bootstrap: broker.bootstrap,
+        brokerPid,
+        slot: 'floor_live',
+        rate: a.liveRate,
+        seconds: a.liveSeconds,
+        tmpDir: brokerDir,
+      });
+      cleanup.push(() => floors.stop());
       const runs: LiveRun[] = [];
       for (let i = 0; i < a.liveRuns; i++) {
         const floorFirst = i % 2 === 1;
@@ -248,22 +259,13 @@ async function main() {
           );
           return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
         };
-        const floorPass = () =>
-          measureFloors({
-            db,
-            url: server.url,
-            bootstrap: broker.bootstrap,
-            brokerPid,
-            slot: `floor_${i}`,
-            rate: a.liveRate,
-            seconds: a.liveSeconds,
-            tmpDir: brokerDir,
-          });
+        const floorPass = () => floors.measure(i);
         const floor = floorFirst ? await floorPass() : undefined;
         const r = await relayPass();
         runs.push({ relay: r.live, relayCpu: r.cpu, floor: floor ?? (await floorPass()), floorFirst });
         report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
       }
+      await floors.stop();
       report.live(a.liveRate, a.liveSeconds, runs);
       if (a.rampRates.length) {
         const steps = await ramp(

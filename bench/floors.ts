@@ -6,19 +6,20 @@
  *     commit clock as the relay's run;
  *   - Kafka floor: send → ack of Kafka's own Java producer (bench/KafkaFloor.java), relay-shaped
  *     records at the same rate, acks=all, idempotent, at the same time as the PG floor.
+ * Both run as one process each for every pass (Floors), warm after the first, as the relay is.
  * The floors' writer inserts into `bench_floor` (the outbox's shape, LIKE outbox), published by a
  * publication of its own: the relay, streaming its own slot throughout, relays none of it (its
  * walsender still reads the WAL and skips those transactions). The warm-up rule is the relay's:
  * at least LIVE_WARMUP_SECONDS, then on until the JVMs' JIT compilers (the broker's and the
  * floor producer's) are quiet, at most LIVE_WARMUP_MAX_SECONDS; both floors count from that moment.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { createSlots, dropSlot, SINGLE } from './backlog.ts';
-import { startKafkaFloor } from './kafka-floor.ts';
+import { type KafkaFloorProcess, startKafkaFloor } from './kafka-floor.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, paceWriter } from './live.ts';
 import { jitQuiet, sleep } from './proc.ts';
 import { type Dist, distribution } from './stats.ts';
@@ -39,37 +40,55 @@ export type FloorResult = {
   pg: Dist;
   kafka: Dist;
   warmupSeconds: number;
-  /** Commits the PG floor's reader did not receive within 5 s of the last. */
+  /** Commits the PG floor's reader had not received 2 s after the last. */
   pgMissing: number;
 };
 
-export async function measureFloors(o: {
-  db: pg.Client;
-  url: string;
-  bootstrap: string[];
-  brokerPid: number | undefined;
-  slot: string;
-  rate: number;
-  seconds: number;
-  tmpDir: string;
-}): Promise<FloorResult> {
-  await createSlots(o.db, [o.slot]);
-  const capacity = Math.round(o.rate * (LIVE_WARMUP_MAX_SECONDS + 3 + o.seconds));
-  const out = join(o.tmpDir, `${o.slot}.f64`);
-  const reader = spawn(process.execPath, [READER, o.url, o.slot, FLOOR_PUBLICATION, String(capacity), out], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let readerErr = '';
-  reader.stderr!.on('data', (d: Buffer) => (readerErr += d.toString()));
-  const readerGone = new Promise((r) => reader.on('exit', r));
-  const producer = startKafkaFloor(o.bootstrap, FLOOR_TOPIC, o.rate);
-  try {
+/**
+ * The floors' two processes, started once for every floors pass (warm after the first, as the
+ * relay is: a fresh JVM per pass compiled the Kafka client inside the pass's warm-up, and on a
+ * saturated machine its starved compiler threads looked "quiet" to the warm-up rule): the PG
+ * reader on slot `slot` and the Kafka producer.
+ */
+export class Floors {
+  readonly #o: FloorsOptions;
+  readonly #reader: ChildProcess;
+  readonly #producer: KafkaFloorProcess;
+  #readerOut = '';
+  #readerErr = '';
+  readonly #readerGone: Promise<unknown>;
+
+  private constructor(o: FloorsOptions, reader: ChildProcess, producer: KafkaFloorProcess) {
+    this.#o = o;
+    this.#reader = reader;
+    this.#producer = producer;
+    reader.stdout!.on('data', (d: Buffer) => (this.#readerOut += d.toString()));
+    reader.stderr!.on('data', (d: Buffer) => (this.#readerErr += d.toString()));
+    this.#readerGone = new Promise((r) => reader.on('exit', r));
+  }
+
+  static async start(o: FloorsOptions): Promise<Floors> {
+    await createSlots(o.db, [o.slot]);
+    const reader = spawn(process.execPath, [READER, o.url, o.slot, FLOOR_PUBLICATION, String(capacity(o))], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const floors = new Floors(o, reader, startKafkaFloor(o.bootstrap, FLOOR_TOPIC, o.rate));
     for (let i = 0; !(await slotActive(o.db, o.slot)); i++) {
-      if (reader.exitCode !== null || i > 300) throw new Error(`PG floor reader did not start: ${readerErr}`);
+      if (reader.exitCode !== null || i > 300) {
+        await floors.stop();
+        throw new Error(`PG floor reader did not start: ${floors.#readerErr}`);
+      }
       await sleep(50);
     }
-    await producer.ready;
-    const commitAt = new Float64Array(capacity).fill(Number.NaN);
+    await floors.#producer.ready;
+    return floors;
+  }
+
+  /** One floors pass: the paced writer into bench_floor while the producer sends at the same rate. */
+  async measure(pass: number): Promise<FloorResult> {
+    const o = this.#o;
+    const commitAt = new Float64Array(capacity(o)).fill(Number.NaN);
+    this.#producer.begin();
     const w = await paceWriter(
       o.url,
       'Floor',
@@ -81,16 +100,22 @@ export async function measureFloors(o: {
       {
         minSeconds: LIVE_WARMUP_SECONDS,
         maxSeconds: LIVE_WARMUP_MAX_SECONDS,
-        settled: jitQuiet([o.brokerPid ?? 0, producer.pid].filter(Boolean)),
+        settled: jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean)),
       },
       FLOOR_INSERT,
     );
     const endAt = performance.timeOrigin + performance.now();
-    const sends = await producer.stop();
-    await sleep(5000); // the reader's last receipts (a commit arrives within ms; 5 s is generous)
-    reader.kill('SIGTERM');
-    await readerGone;
-    const received = new Float64Array(readFileSync(out).buffer.slice(0));
+    const sends = await this.#producer.end();
+    await sleep(2000); // the reader's last receipts (a commit arrives within ms)
+    const file = join(o.tmpDir, `floor-${pass}.f64`);
+    this.#readerOut = '';
+    this.#reader.stdin!.write(`dump ${file}\n`);
+    for (let i = 0; !this.#readerOut.includes('dumped'); i++) {
+      if (this.#reader.exitCode !== null || i > 1500) throw new Error(`PG floor reader: ${this.#readerErr}`);
+      await sleep(20);
+    }
+    const received = new Float64Array(readFileSync(file).buffer.slice(0));
+    rmSync(file, { force: true });
     const lat: number[] = [];
     let missing = 0;
     for (let i = w.warmed; i < w.written; i++)
@@ -103,16 +128,37 @@ export async function measureFloors(o: {
       warmupSeconds: w.warmSeconds,
       pgMissing: missing,
     };
-  } finally {
-    if (reader.exitCode === null) {
-      reader.kill('SIGTERM');
-      await readerGone;
-    }
-    await producer.stop().catch(() => []);
-    rmSync(out, { force: true });
-    await dropSlot(o.db, o.slot);
+  }
+
+  #stopped: Promise<void> | null = null;
+
+  /** Ends both processes and drops the slot (once; later calls wait for the first). */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
+    this.#reader.stdin!.end();
+    await Promise.race([this.#readerGone, sleep(5000)]);
+    if (this.#reader.exitCode === null) this.#reader.kill('SIGTERM');
+    await this.#producer.stop().catch(() => {});
+    await dropSlot(this.#o.db, this.#o.slot);
   }
 }
+
+type FloorsOptions = {
+  db: pg.Client;
+  url: string;
+  bootstrap: string[];
+  brokerPid: number | undefined;
+  slot: string;
+  rate: number;
+  seconds: number;
+  tmpDir: string;
+};
+
+const capacity = (o: FloorsOptions) => Math.round(o.rate * (LIVE_WARMUP_MAX_SECONDS + 3 + o.seconds));
 
 async function slotActive(db: pg.Client, slot: string): Promise<boolean> {
   const r = await db.query<{ active: boolean }>(

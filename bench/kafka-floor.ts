@@ -1,7 +1,7 @@
 /**
  * The Kafka floor: bench/KafkaFloor.java (Kafka's own Java producer, nothing else) sending
- * relay-shaped records at the live rate, acks=all, idempotent, linger.ms=0, on the same broker.
- * Its JVM's JIT counts in the warm-up rule like the broker's.
+ * relay-shaped records at the live rate, acks=all, idempotent, linger.ms=0, on the same broker;
+ * one process for every floors pass. Its JVM's JIT counts in the warm-up rule like the broker's.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
@@ -33,21 +33,29 @@ export type FloorSend = { at: number; ms: number };
 
 export type KafkaFloorProcess = {
   pid: number;
-  /** Resolves once the producer is built and about to send its first record. */
+  /** Resolves once the producer is built (its first pass fetches the topic's metadata). */
   ready: Promise<void>;
-  /** Closes its stdin: it flushes, closes the producer and reports every acked record. */
-  stop: () => Promise<FloorSend[]>;
+  /** Starts a pass: sends paced at the rate from now on. */
+  begin: () => void;
+  /** Ends the pass: every acked record of it, once flushed. */
+  end: () => Promise<FloorSend[]>;
+  /** Closes its stdin: it closes the producer and exits. */
+  stop: () => Promise<void>;
 };
 
-export function startKafkaFloor(bootstrap: string[], topic: string, rate: number, valueBytes = 500) {
+/** One long-lived producer (warm after its first pass, as the relay is) for every floors pass. */
+export function startKafkaFloor(
+  bootstrap: string[],
+  topic: string,
+  rate: number,
+  valueBytes = 500,
+): KafkaFloorProcess {
   const libs = join(kafkaCacheDir(), kafkaVersionFromEnv(), 'libs');
   const java = javaBinary();
   const child = spawn(
     java,
     ['-Xmx256m', ...program(libs, java), bootstrap.join(','), topic, String(rate), String(valueBytes)],
-    {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    },
+    { stdio: ['pipe', 'pipe', 'pipe'] },
   );
   let out = '';
   let err = '';
@@ -55,33 +63,43 @@ export function startKafkaFloor(bootstrap: string[], topic: string, rate: number
   child.stderr!.on('data', (d: Buffer) => {
     if (err.length < 100_000) err += d.toString();
   });
-  const exited = new Promise<number | null>((r) => child.on('exit', r));
-  const ready = new Promise<void>((resolve, reject) => {
-    const check = setInterval(() => {
-      if (out.startsWith('ready\n')) {
-        clearInterval(check);
-        resolve();
-      }
-    }, 20);
-    void exited.then((code) => {
-      clearInterval(check);
-      reject(new Error(`KafkaFloor.java exited ${code} before sending:\n${err.slice(-3000)}`));
-    });
+  let code: number | null | undefined;
+  const exited = new Promise<void>((r) =>
+    child.on('exit', (c) => {
+      code = c;
+      r();
+    }),
+  );
+  const until = async (what: string, ok: () => boolean) => {
+    while (!ok()) {
+      if (code !== undefined)
+        throw new Error(`KafkaFloor.java exited ${code} before ${what}:\n${err.slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const ready = until('starting', () => out.startsWith('ready\n')).then(() => {
+    out = '';
   });
   ready.catch(() => {});
   return {
     pid: child.pid!,
     ready,
-    stop: async (): Promise<FloorSend[]> => {
-      child.stdin!.end();
-      const code = await exited;
-      if (code !== 0) throw new Error(`KafkaFloor.java exited ${code}:\n${err.slice(-3000)}`);
-      return parseFloorLines(out);
+    begin: () => child.stdin!.write('start\n'),
+    end: async () => {
+      child.stdin!.write('stop\n');
+      await until('the end of a pass', () => out.endsWith('end\n'));
+      const report = out;
+      out = '';
+      return parseFloorLines(report);
     },
-  } satisfies KafkaFloorProcess;
+    stop: async () => {
+      child.stdin!.end();
+      await exited;
+    },
+  };
 }
 
-/** KafkaFloor.java's report: "ready", then "<sent at ms> <send → ack ms>" per acked record. */
+/** A pass's report: "<sent at ms> <send → ack ms>" per acked record, then "end". */
 export function parseFloorLines(text: string): FloorSend[] {
   const sends: FloorSend[] = [];
   for (const line of text.split('\n')) {
