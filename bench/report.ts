@@ -366,8 +366,16 @@ export class Report {
     );
     const byRate = new Map(recv.map((s) => [s.rate, s]));
     const rates = [...new Set([...steps.map((s) => s.rate), ...recv.map((s) => s.rate)])];
+    const writerLimited = (s: RampStep | undefined) => s !== undefined && s.achieved < s.rate * 0.9;
     const cells = (s: RampStep | undefined) =>
-      s ? [fmtInt(s.achieved), s.maxLag, s.lagAfter1s, s.bounded ? 'yes' : 'no'] : ['—', '—', '—', '—'];
+      s
+        ? [
+            fmtInt(s.achieved),
+            s.maxLag,
+            s.lagAfter1s,
+            s.bounded ? 'yes' : writerLimited(s) ? 'no (writer)' : 'no',
+          ]
+        : ['—', '—', '—', '—'];
     table(
       [
         'target/s',
@@ -389,19 +397,26 @@ export class Report {
     const best = steps.filter((s) => s.bounded).at(-1);
     const recvBest = recv.filter((s) => s.bounded).at(-1);
     const last = steps.at(-1);
-    const writerLimited = last !== undefined && last.achieved < last.rate * 0.9;
+    const relayWriterLimited = writerLimited(last);
+    // Each side stops at its first unbounded step: when that step's writer fell behind, the
+    // ratio measured the writer in that step, not the reader.
+    const recvWriterLimited = writerLimited(recv.at(-1)) && recv.at(-1)?.bounded === false;
     const relative = best && recvBest ? best.achieved / recvBest.achieved : Number.NaN;
     console.log(
       `highest steady rate with bounded lag: relay ${best ? fmtInt(best.achieved) : 'none'} events/s, pg_recvlogical ${recvBest ? fmtInt(recvBest.achieved) : 'none'} → ${relative.toFixed(2)} (steady_rate_vs_recvlogical, target ≥ 0.9)` +
-        (writerLimited
-          ? ` (the relay's next step was limited by the writer and PostgreSQL: ${fmtInt(last.achieved)}/s committed)`
+        (relayWriterLimited
+          ? ` (the relay's next step was limited by the writer and PostgreSQL: ${fmtInt(last!.achieved)}/s committed)`
+          : '') +
+        (recvWriterLimited
+          ? ` (pg_recvlogical's next step was limited by the writer: ${fmtInt(recv.at(-1)!.achieved)}/s committed; the ratio then measures the writer)`
           : ''),
     );
     Object.assign(this.#json, {
       live_max_steady_rate: best ? Math.round(best.achieved) : 0,
       recvlogical_max_steady_rate: recvBest ? Math.round(recvBest.achieved) : 0,
       steady_rate_vs_recvlogical: ratio(relative),
-      live_ramp_writer_limited: writerLimited,
+      live_ramp_writer_limited: relayWriterLimited,
+      recvlogical_ramp_writer_limited: recvWriterLimited,
       live_ramp: steps.map((s) => ({
         rate: s.rate,
         achieved: Math.round(s.achieved),
