@@ -1,5 +1,6 @@
 /** Flags of `npm run bench` (bench/drain.ts). Small sizes for development: --rows 5000 --live-seconds 5. */
 import { parseArgs } from 'node:util';
+import { BROKER_SINKS, type SinkName, sinkInstalled } from './sinks.ts';
 
 const { values } = parseArgs({
   options: {
@@ -16,6 +17,7 @@ const { values } = parseArgs({
     peer: { type: 'string', default: '' },
     'debezium-poll-ms': { type: 'string', default: '' },
     compression: { type: 'string', default: 'none,gzip,snappy,lz4,zstd' },
+    sink: { type: 'string', default: '' },
   },
 });
 
@@ -34,6 +36,19 @@ const compression = (values.compression ?? '').split(',').filter(Boolean);
 for (const c of compression)
   if (!CODECS.includes(c)) throw new Error(`--compression takes ${CODECS.join(',')} (or ''); got "${c}"`);
 if (compression.length > 0 && !compression.includes('none')) compression.unshift('none');
+
+/**
+ * --sink: '' (absent) every section as before, plus the NATS and RabbitMQ ones where their servers
+ * are installed; 'kafka' only the Kafka sections; 'nats', 'rabbitmq' or both (comma-separated):
+ * those sinks' bulk and live sections beside Kafka's bulk and live figures of the same run, the
+ * other sections skipped (compression, single-row backlog, ramp, big transaction, peer).
+ */
+const SINK_CHOICES = ['kafka', 'nats', 'rabbitmq'];
+const sinkFlag = (values.sink ?? '').split(',').filter(Boolean);
+for (const s of sinkFlag)
+  if (!SINK_CHOICES.includes(s)) throw new Error(`--sink takes ${SINK_CHOICES.join(',')}; got "${s}"`);
+const brokerSinks = sinkFlag.filter((s): s is SinkName => s !== 'kafka');
+const sinksOnly = brokerSinks.length > 0;
 
 export const args = {
   /** Bulk backlog: rows, in transactions of txnRows rows. */
@@ -60,5 +75,10 @@ export const args = {
   /** Debezium's poll.interval.ms; empty: its default. */
   debeziumPollMs: values['debezium-poll-ms'] ? int('debezium-poll-ms') : null,
   /** Codecs of the compression section (none always among them, the reference); []: skip it. */
-  compression,
+  compression: sinksOnly ? [] : compression,
+  /** The broker sinks measured beside Kafka (bulk and live). */
+  sinks: sinkFlag.length === 0 ? BROKER_SINKS.filter(sinkInstalled) : brokerSinks,
+  /** --sink nats|rabbitmq: only the bulk and live sections. */
+  sinksOnly,
 };
+if (sinksOnly) Object.assign(args, { txnBacklog: 0, bigRows: 0, rampRates: [], peer: null });

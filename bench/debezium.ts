@@ -87,13 +87,15 @@ export const tuningText = (t: typeof DEBEZIUM_TUNING) =>
 export type DebeziumOptions = {
   dir: string;
   bootstrap: string[];
-  pg: { host: string; port: number; user: string; db: string };
+  pg: { host: string; port: number; user: string; db: string; password?: string };
   slot: string;
   publication: string;
   pollIntervalMs: number | null;
   /** Settings over the defaults (DEBEZIUM_TUNING); none: Debezium's and Connect's defaults. */
   tuning?: typeof DEBEZIUM_TUNING;
   heapMb?: number;
+  /** Connector properties over the bench's (test/integration/debezium-compat.test.ts: its own table, converters, router options). */
+  connector?: Record<string, string | number>;
   log: (line: string) => void;
 };
 
@@ -141,7 +143,7 @@ export async function startDebezium(o: DebeziumOptions): Promise<DebeziumWorker>
     'database.hostname': o.pg.host,
     'database.port': o.pg.port,
     'database.user': o.pg.user,
-    'database.password': '',
+    'database.password': o.pg.password ?? '',
     'database.dbname': o.pg.db,
     'topic.prefix': 'benchdbz',
     'slot.name': o.slot,
@@ -163,6 +165,7 @@ export async function startDebezium(o: DebeziumOptions): Promise<DebeziumWorker>
   };
   if (o.pollIntervalMs !== null) conn['poll.interval.ms'] = o.pollIntervalMs;
   Object.assign(conn, o.tuning?.connector);
+  Object.assign(conn, o.connector ?? {});
   writeFileSync(connector, props(conn));
   const logFile = join(o.dir, 'connect.log');
   const log4j = join(o.dir, 'log4j2.properties');

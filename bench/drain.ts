@@ -15,12 +15,17 @@
  *      '' skips it): drain ÷ pg_recvlogical and ÷ none, relay CPU and stored bytes per event;
  *   7. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
  *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency,
- *      with its defaults and tuned for throughput (bench/debezium.ts DEBEZIUM_TUNING).
+ *      with its defaults and tuned for throughput (bench/debezium.ts DEBEZIUM_TUNING);
+ *   8. NATS JetStream and RabbitMQ (issue 23; throwaway servers of their own, bench/sinks.ts): the
+ *      bulk drain in the same rounds as pg_recvlogical and Kafka, and live commit → ack at the same
+ *      rate, one relay at a time after Kafka's. By default where their servers are installed;
+ *      `--sink nats|rabbitmq|nats,rabbitmq` runs only the bulk and live sections (Kafka's
+ *      included, the reference), `--sink kafka` none of theirs.
  * The last line printed is one JSON object with every figure.
  *
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
- *                     --compression none,gzip,snappy,lz4,zstd]
+ *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq]
  */
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,13 +40,21 @@ import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
-import { measureLive, ramp } from './live.ts';
+import { measureLive, measureLiveWith, ramp } from './live.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
 import { drainRecvlogical, recvlogicalRampStep } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
-import { type BulkRound, type CodecResult, type LiveRun, Report, type TxnRound } from './report.ts';
+import {
+  type BulkRound,
+  type CodecResult,
+  type LiveRun,
+  Report,
+  type SinkLive,
+  type TxnRound,
+} from './report.ts';
+import { type BenchSink, startBenchSink } from './sinks.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -83,7 +96,15 @@ async function main() {
   await admin.connect();
   const kafkaArgs = ['--kafka-brokers', broker.bootstrap.join(',')];
   const cleanup: (() => Promise<unknown>)[] = [];
+  const sinks: BenchSink[] = [];
   try {
+    for (const name of a.sinks) {
+      const s = await startBenchSink(name);
+      cleanup.push(s.stop);
+      sinks.push(s);
+    }
+    if (sinks.length > 0)
+      report.note(`broker sinks: ${sinks.map((s) => s.name).join(', ')} (throwaway servers)`);
     await migrate(db, { schema: 'public', table: 'outbox', publication: PUBLICATION });
     const benchPid = (await db.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
     const ctx: PgContext = {
@@ -104,6 +125,7 @@ async function main() {
       'b_kafka_cold',
       'b_kafka_warm',
       ...rounds.flatMap((r) => a.compression.map((codec) => `c_${codec}_${r}`)),
+      ...sinks.flatMap((s) => [`b_${s.name}_warm`, ...rounds.map((r) => `b_${s.name}_${r}`)]),
       ...(a.peer ? ['b_debezium', 'b_debezium_tuned'] : []),
     ]);
     let t0 = performance.now();
@@ -112,10 +134,12 @@ async function main() {
     report.note(
       `bulk backlog inserted in ${((performance.now() - t0) / 1000).toFixed(1)} s (end ${endBulk})`,
     );
-    await createSlots(
-      db,
-      rounds.flatMap((r) => [`t_recv_${r}`, `t_kafka_${r}`]),
-    );
+    // (None with --sink nats|rabbitmq: undrained slots would only hold WAL.)
+    if (a.txnBacklog > 0)
+      await createSlots(
+        db,
+        rounds.flatMap((r) => [`t_recv_${r}`, `t_kafka_${r}`]),
+      );
     t0 = performance.now();
     await insertSingles(server.url, 'Txn', a.txnBacklog);
     const endTxn = await currentLsn(db);
@@ -149,6 +173,23 @@ async function main() {
     };
     const kafkaCold = await kafkaDrain('b_kafka_cold', endBulk, 'outbox.event.Bulk', a.rows);
     await kafkaDrain('b_kafka_warm', endBulk, 'outbox.event.Bulk', a.rows);
+    // A broker sink's drain: its server's CPU instead of Kafka's; every event must be stored.
+    const sinkDrain = async (s: BenchSink, slot: string): Promise<Drain> => {
+      await resetStatus(db);
+      await s.takeStored('Bulk');
+      const d = await drainRelay(
+        server.url,
+        { ...ctx, brokerPid: s.brokerPid() },
+        slot,
+        endBulk,
+        s.relayArgs,
+      );
+      await dropSlot(db, slot);
+      const held = await s.takeStored('Bulk');
+      if (held < a.rows) throw new Error(`${s.name} holds ${held} messages of Bulk, expected ${a.rows}`);
+      return d;
+    };
+    for (const s of sinks) await sinkDrain(s, `b_${s.name}_warm`);
     const bulk: BulkRound[] = [];
     for (const r of rounds) {
       const recv = await drainRecvlogical(server, ctx, `b_recv_${r}`, endBulk, PUBLICATION);
@@ -158,7 +199,9 @@ async function main() {
       const stdout = await drainRelay(server.url, ctx, `b_stdout_${r}`, endBulk, ['--sink', 'stdout']);
       await dropSlot(db, `b_stdout_${r}`);
       const kafka = await kafkaDrain(`b_kafka_${r}`, endBulk, 'outbox.event.Bulk', a.rows);
-      bulk.push({ recv, stdout, kafka });
+      const bySink: BulkRound['sinks'] = {};
+      for (const s of sinks) bySink[s.name] = await sinkDrain(s, `b_${s.name}_${r}`);
+      bulk.push({ recv, stdout, kafka, sinks: bySink });
     }
     report.bulk(a.rows, bulk, kafkaCold);
 
@@ -290,6 +333,22 @@ async function main() {
       }
       await relay.stop();
       await dropSlot(db, 'live');
+      // Each broker sink on a relay of its own, from a fresh slot, at the same rate.
+      const sinkRuns: SinkLive[] = [];
+      for (const s of sinks) {
+        const slot = `live_${s.name}`;
+        const type = `Live${s.name[0]!.toUpperCase()}${s.name.slice(1)}`;
+        await createSlots(db, [slot]);
+        const r = startRelay(server.url, slot, s.relayArgs);
+        cleanup.push(r.stop);
+        await r.streaming;
+        const c0 = cpuSeconds(r.child.pid!);
+        const live = await measureLiveWith(s.liveReader(type), server.url, type, a.liveRate, a.liveSeconds);
+        sinkRuns.push({ name: s.name, live, relayCpu: cpuSeconds(r.child.pid!) - c0 });
+        await r.stop();
+        await dropSlot(db, slot);
+      }
+      report.sinksLive(a.liveRate, a.liveSeconds, sinkRuns);
     }
 
     // 5. One big transaction.

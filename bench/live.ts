@@ -1,9 +1,10 @@
 /**
  * Live latency: a paced writer commits single-row transactions at a fixed rate; a separate
- * consumer reads the topic back. Commit time = the writer's clock right after the INSERT (an
- * autocommit transaction) returns; ack time = the record's LogAppendTime (the topic is created
- * with message.timestamp.type=LogAppendTime, so the broker stamps it when it appends). Both
- * clocks are this machine's.
+ * consumer reads the destination back. Commit time = the writer's clock right after the INSERT
+ * (an autocommit transaction) returns; ack time = what the reader says (LiveReader): for Kafka
+ * the record's LogAppendTime (the topic is created with message.timestamp.type=LogAppendTime, so
+ * the broker stamps it when it appends); for the other sinks see bench/sinks.ts. Both clocks are
+ * this machine's.
  */
 import { writeFileSync } from 'node:fs';
 import type { Admin, Kafka } from 'kafkajs';
@@ -104,7 +105,49 @@ export const LIVE_WARMUP_SECONDS = 5;
 export const LIVE_WARMUP_MAX_SECONDS = 45;
 
 /**
- * One live run against whatever relays `type`'s rows into `topic` (already running and
+ * Where a live run reads its events back: each record's value (the writer's payload, its seq in
+ * front) and the time the broker acknowledged it, as well as the reader can tell (ms since the
+ * epoch). start() resolves once the reader is subscribed.
+ */
+export interface LiveReader {
+  start(onRecord: (value: Buffer | null, ackAtMs: number) => void): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Kafka: a consumer group of its own from the beginning; ack time = the record's LogAppendTime. */
+export function kafkaLiveReader(kafka: Kafka, topic: string): LiveReader {
+  const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
+  return {
+    async start(onRecord) {
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run({
+        eachBatchAutoResolve: true,
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) onRecord(m.value, Number(m.timestamp));
+        },
+      });
+      await waitAssigned(consumer);
+    },
+    stop: () => consumer.disconnect().catch(() => {}),
+  };
+}
+
+/** measureLiveWith a Kafka reader of `topic` (LogAppendTime). */
+export function measureLive(
+  kafka: Kafka,
+  url: string,
+  topic: string,
+  type: string,
+  rate: number,
+  seconds: number,
+  settled: () => boolean = () => true,
+): Promise<LiveResult> {
+  return measureLiveWith(kafkaLiveReader(kafka, topic), url, type, rate, seconds, settled);
+}
+
+/**
+ * One live run against whatever relays `type`'s rows to what `reader` reads (already running and
  * streaming): a warm-up of writing first, whose events are reported apart — the first send to a
  * topic fetches its metadata and runs the publish path for the first time (lazily compiled code,
  * in the relay and the broker) — then `seconds` measured. The warm-up lasts LIVE_WARMUP_SECONDS,
@@ -113,10 +156,9 @@ export const LIVE_WARMUP_MAX_SECONDS = 45;
  * 20 – 30 s of a core on two cores: measured through, that is the broker's start-up, not its
  * steady state), up to LIVE_WARMUP_MAX_SECONDS.
  */
-export async function measureLive(
-  kafka: Kafka,
+export async function measureLiveWith(
+  reader: LiveReader,
   url: string,
-  topic: string,
   type: string,
   rate: number,
   seconds: number,
@@ -127,25 +169,16 @@ export async function measureLive(
   const appendAt = new Float64Array(capacity).fill(Number.NaN);
   let received = 0;
   let duplicates = 0;
-  const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await consumer.run({
-    eachBatchAutoResolve: true,
-    eachBatch: async ({ batch }) => {
-      for (const m of batch.messages) {
-        const seq = seqOf(m.value);
-        if (seq < 0 || seq >= capacity) continue;
-        if (!Number.isNaN(appendAt[seq]!)) {
-          duplicates++;
-          continue;
-        }
-        appendAt[seq] = Number(m.timestamp);
-        received++;
-      }
-    },
+  await reader.start((value, ackAt) => {
+    const seq = seqOf(value);
+    if (seq < 0 || seq >= capacity) return;
+    if (!Number.isNaN(appendAt[seq]!)) {
+      duplicates++;
+      return;
+    }
+    appendAt[seq] = ackAt;
+    received++;
   });
-  await waitAssigned(consumer);
   try {
     const w = await paceWriter(
       url,
@@ -184,7 +217,7 @@ export async function measureLive(
       duplicates,
     };
   } finally {
-    await consumer.disconnect().catch(() => {});
+    await reader.stop();
   }
 }
 

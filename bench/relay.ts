@@ -53,7 +53,9 @@ export function startRelay(
       ...args,
       ...extra,
     ],
-    { stdio: ['ignore', devnull, 'pipe'] },
+    // Port 0 for /metrics: the default 9464 may be taken by another relay on the machine (a bench
+    // relay exited 78 on EADDRINUSE while another worktree's soak run held it).
+    { stdio: ['ignore', devnull, 'pipe'], env: { OUTBOX_HTTP_PORT: '0', ...process.env } },
   );
   let logs = '';
   let cpuAt = 0;

@@ -9,6 +9,7 @@ import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveResult, type Ram
 import type { PeerResult } from './peer.ts';
 import type { PgCpu } from './pg-cpu.ts';
 import type { Drain } from './relay.ts';
+import type { SinkName } from './sinks.ts';
 import { type Dist, medianAndWorst, overFloor, round, us } from './stats.ts';
 
 type Value = string | number | boolean | null | object;
@@ -30,10 +31,52 @@ function pgSplit(pg: PgCpu, events: number): string {
 export type LiveRun = { relay: LiveResult; relayCpu: number; floor: FloorResult; floorFirst: boolean };
 
 type RecvDrain = { seconds: number; pg: PgCpu };
-export type BulkRound = { recv: RecvDrain; stdout: Drain; kafka: Drain };
+/** `sinks`: the broker sinks' drains of the round (NATS JetStream, RabbitMQ), beside Kafka's. */
+export type BulkRound = {
+  recv: RecvDrain;
+  stdout: Drain;
+  kafka: Drain;
+  sinks: Partial<Record<SinkName, Drain>>;
+};
+/** A broker sink's live run (bench/sinks.ts says what its ack time is). */
+export type SinkLive = { name: SinkName; live: LiveResult; relayCpu: number };
+
+const SINK_LABEL: Record<SinkName, string> = {
+  nats: 'relay → NATS JetStream (PubAck)',
+  rabbitmq: 'relay → RabbitMQ (publisher confirms)',
+};
+const SINK_ACK: Record<SinkName, string> = {
+  nats: "stream message timestamp (the server's, at store, before the PubAck)",
+  rabbitmq: 'receipt by a consumer of the quorum queue (confirm time + a delivery hop: an upper bound)',
+};
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
 /** A codec's drains (one per round) and the bytes its topic holds after all of them. */
 export type CodecResult = { codec: string; drains: Drain[]; storedBytes: number };
+
+const LIVE_HEAD = [
+  'path',
+  'events',
+  'achieved/s',
+  'p50 ms',
+  'p90 ms',
+  'p99 ms',
+  'max ms',
+  'missing',
+  'relay CPU/event',
+];
+
+/** A live run's row: its distribution, missing events, and the relay's CPU over warm-up and measured events. */
+const liveRow = (label: string, r: LiveResult, cpu: number) => [
+  label,
+  r.dist.n,
+  fmtInt(r.achievedRate),
+  r.dist.p50.toFixed(1),
+  r.dist.p90.toFixed(1),
+  r.dist.p99.toFixed(1),
+  r.dist.max.toFixed(1),
+  r.missing,
+  `${us(cpu, r.dist.n + r.warmup.n).toFixed(1)} µs`,
+];
 
 const medianCpu = (drains: Drain[]) =>
   [...drains.map((d) => d.cpuSeconds)].sort((a, b) => a - b)[Math.floor(drains.length / 2)]!;
@@ -60,6 +103,7 @@ export class Report {
   #kafkaBulkRate = 0;
   #kafkaTxnRate = 0;
   #liveP99 = Number.NaN;
+  #kafkaLive: { live: LiveResult; relayCpu: number } | null = null;
 
   note(line: string): void {
     console.log(line);
@@ -78,6 +122,10 @@ export class Report {
     const recv = medianDrain(rounds.map((r) => r.recv));
     const stdout = medianDrain(rounds.map((r) => r.stdout));
     const kafka = medianDrain(rounds.map((r) => r.kafka));
+    const sinks = (Object.keys(rounds[0]?.sinks ?? {}) as SinkName[]).map((name) => ({
+      name,
+      drain: medianDrain(rounds.map((r) => r.sinks[name]!)),
+    }));
     const rRecv = rows / recv.seconds;
     const rStdout = rows / stdout.seconds;
     const rKafka = rows / kafka.seconds;
@@ -132,8 +180,34 @@ export class Report {
           `${kafka.peakRssMb.toFixed(0)} MB`,
           pgSplit(kafka.pg, rows),
         ],
+        ...sinks.map(({ name, drain: d }) => [
+          SINK_LABEL[name],
+          fmtInt(rows / d.seconds),
+          d.seconds.toFixed(2),
+          `${((rows / d.seconds / rRecv) * 100).toFixed(0)} %`,
+          `${us(d.cpuSeconds, rows).toFixed(1)} µs`,
+          `${d.peakRssMb.toFixed(0)} MB`,
+          pgSplit(d.pg, rows),
+        ]),
       ],
     );
+    if (sinks.length > 0)
+      console.log(
+        `\nBroker sinks (the server's CPU per event during the median drain): ${sinks
+          .map(({ name, drain: d }) => `${name} ${us(d.brokerCpuSeconds, rows).toFixed(1)} µs`)
+          .join(
+            ', ',
+          )}; Kafka ${us(kafka.brokerCpuSeconds, rows).toFixed(1)} µs. Each sink's first drain into its fresh server ran before the rounds and is not counted.`,
+      );
+    for (const { name, drain: d } of sinks)
+      Object.assign(this.#json, {
+        [`${name}_bulk_events_per_s`]: Math.round(rows / d.seconds),
+        [`${name}_vs_recvlogical_bulk`]: ratio(rows / d.seconds / rRecv),
+        [`${name}_vs_kafka_bulk`]: ratio(rows / d.seconds / rKafka),
+        [`${name}_relay_cpu_us_per_event`]: round(us(d.cpuSeconds, rows)),
+        [`${name}_broker_cpu_us_per_event`]: round(us(d.brokerCpuSeconds, rows)),
+        [`${name}_peak_rss_mb`]: Math.round(d.peakRssMb),
+      });
     const overhead = kafka.pg.statements / kafka.pg.walsender;
     console.log(
       `\nPostgreSQL during the Kafka drain: the relay's statements cost ${overhead.toFixed(2)} × the walsender's decoding (pg_overhead_vs_decode); ` +
@@ -142,7 +216,12 @@ export class Report {
         `The Kafka broker spent ${us(kafka.brokerCpuSeconds, rows).toFixed(1)} µs/event during the Kafka drain; the relay was busy ${((kafka.cpuSeconds / kafka.seconds) * 100).toFixed(0)} % of the drain's wall time. ` +
         `"Broker cold": the same drain, first, into a broker that had not served a produce since it started (${us(kafkaCold.brokerCpuSeconds, rows).toFixed(1)} µs/event of broker CPU while its JIT compiles); the figures are the warm ones after it.`,
     );
-    console.log(`\nRounds (events/s): ${roundsLine(rows, rounds)}`);
+    console.log(
+      `\nRounds (events/s): ${roundsLine(
+        rows,
+        rounds.map(({ sinks, ...r }) => ({ ...r, ...(sinks as Record<string, Drain>) })),
+      )}`,
+    );
     Object.assign(this.#json, {
       rows,
       recvlogical_bulk_events_per_s: Math.round(rRecv),
@@ -169,6 +248,7 @@ export class Report {
         recvlogical: Math.round(rows / r.recv.seconds),
         stdout: Math.round(rows / r.stdout.seconds),
         kafka: Math.round(rows / r.kafka.seconds),
+        ...Object.fromEntries(Object.entries(r.sinks).map(([n, d]) => [n, Math.round(rows / d.seconds)])),
       })),
     });
   }
@@ -283,6 +363,7 @@ export class Report {
     const byP99 = [...runs].sort((a, b) => a.relay.dist.p99 - b.relay.dist.p99);
     const mid = byP99[Math.floor((byP99.length - 1) / 2)]!;
     this.#liveP99 = mid.relay.dist.p99;
+    this.#kafkaLive = { live: mid.relay, relayCpu: mid.relayCpu };
     const ms = (d: Dist) => `${d.p50.toFixed(1)} / ${d.p99.toFixed(1)} / ${d.max.toFixed(1)}`;
     console.log(
       `\n## Live: ${fmtInt(rate)} single-row commits/s, ${runs.length} runs of ${seconds} s measured after a warm-up; relay commit → broker append (LogAppendTime) vs the floors: PG commit → receipt by a reader doing nothing + Kafka send → ack of Kafka's own producer`,
@@ -353,6 +434,33 @@ export class Report {
         max_vs_floor: ratio(vs(r, 'max')),
       })),
     });
+  }
+
+  /** The broker sinks' live runs, each after the one before on its own relay, beside Kafka's of this run. */
+  sinksLive(rate: number, seconds: number, runs: SinkLive[]): void {
+    if (runs.length === 0) return;
+    console.log(
+      `\n## Live per sink: ${fmtInt(rate)} single-row commits/s for ${seconds} s each (one relay at a time), commit → broker ack`,
+    );
+    const k = this.#kafkaLive;
+    table(LIVE_HEAD, [
+      ...(k ? [liveRow('relay → Kafka (LogAppendTime)', k.live, k.relayCpu)] : []),
+      ...runs.map((s) => liveRow(SINK_LABEL[s.name], s.live, s.relayCpu)),
+    ]);
+    console.log(
+      `\nAck time: ${runs.map((s) => `${s.name}: ${SINK_ACK[s.name]}`).join('; ')}. Warm-up ${LIVE_WARMUP_SECONDS} s at the same rate before each (no JVM to wait for), not counted.`,
+    );
+    for (const { name, live: r, relayCpu } of runs)
+      Object.assign(this.#json, {
+        [`${name}_live_p50_ms`]: round(r.dist.p50),
+        [`${name}_live_p90_ms`]: round(r.dist.p90),
+        [`${name}_live_p99_ms`]: round(r.dist.p99),
+        [`${name}_live_max_ms`]: round(r.dist.max),
+        [`${name}_live_missing`]: r.missing,
+        [`${name}_live_duplicates`]: r.duplicates,
+        [`${name}_live_achieved_rate`]: Math.round(r.achievedRate),
+        [`${name}_live_relay_cpu_us_per_event`]: round(us(relayCpu, r.dist.n + r.warmup.n)),
+      });
   }
 
   /**

@@ -1,12 +1,15 @@
 /**
  * The chaos suite (issue 10): each scenario starts its own throwaway PostgreSQL and its own real
- * Kafka broker(s), runs the relay as a child process of the real CLI, writes events (several
+ * Kafka broker(s) (or NATS / RabbitMQ server, issue 23), runs the relay as a child process of the real CLI, writes events (several
  * keys, a seq per key) while a fault happens, and reads the topics back with a separate consumer.
  *
  *   npm run chaos                          every scenario, one after the other
  *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
  *   npm run chaos -- --group cluster       the cluster-fault matrix (every cluster-* scenario)
+ *   npm run chaos -- --group nats          the NATS JetStream sink's (nats-*; rabbitmq-* likewise)
  *   npm run chaos -- --runs 5 …            each chosen scenario 5 times, one after the other
+ *   npm run chaos -- --delivery exactly-once …   relays in exactly-once mode, read back read_committed:
+ *                                          a duplicate then fails the scenario
  *   npm run chaos -- --list
  *
  * Prints one line per scenario, then a markdown table and one JSON line. Exit 1 on any loss,
@@ -24,10 +27,13 @@ import { SCENARIOS } from './scenarios/index.ts';
 
 hideKafkajsTimeoutWarnings();
 
-function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: number } {
+type Delivery = 'at-least-once' | 'exactly-once';
+
+function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: number; delivery: Delivery } {
   const names: string[] = [];
   let list = false;
   let runs = 1;
+  let delivery: Delivery = 'at-least-once';
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--list') list = true;
@@ -46,37 +52,46 @@ function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: numb
         process.exit(2);
       }
       names.push(...members);
+    } else if (a === '--delivery' || a.startsWith('--delivery=')) {
+      const v = a === '--delivery' ? argv[++i] : a.slice('--delivery='.length);
+      if (v !== 'at-least-once' && v !== 'exactly-once') {
+        console.error(`--delivery takes at-least-once or exactly-once; got ${v}`);
+        process.exit(2);
+      }
+      delivery = v;
     } else if (a === '--scenario') names.push(argv[++i] ?? '');
     else if (a.startsWith('--scenario=')) names.push(a.slice('--scenario='.length));
     else if (a === '--help' || a === '-h') {
-      console.log('npm run chaos [-- --list] [-- --scenario NAME ...] [-- --group cluster] [-- --runs N]');
+      console.log(
+        'npm run chaos [-- --list] [-- --scenario NAME ...] [-- --group cluster] [-- --runs N] [-- --delivery exactly-once]',
+      );
       process.exit(0);
     } else {
       console.error(`unknown argument ${a} (try --list or --scenario NAME)`);
       process.exit(2);
     }
   }
-  return { list, names, runs };
+  return { list, names, runs, delivery };
 }
 
 const live = new Set<Env>();
 
-async function runOne(s: Scenario, outRoot: string, run: number | null): Promise<Result> {
+async function runOne(s: Scenario, outRoot: string, run: number | null, delivery: Delivery): Promise<Result> {
   const label = run === null ? s.name : `${s.name}#${run}`;
-  const env = new Env(label, outRoot, (l) => console.error(l));
+  const env = new Env(label, outRoot, (l) => console.error(l), delivery);
   live.add(env);
   const started = Date.now();
   const failures: string[] = [];
   let outcome = null as Awaited<ReturnType<Scenario['run']>> | null;
   let timer: NodeJS.Timeout | undefined;
+  // Exactly-once: every relay start also waits for InitProducerId (the killed relay's open
+  // transaction is aborted first) and reads the progress topic back; each batch is a transaction.
+  const budgetMs = delivery === 'exactly-once' ? 2 * s.budgetMs : s.budgetMs;
   try {
     outcome = await Promise.race([
       s.run(env),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`did not finish within ${s.budgetMs / 1000} s`)),
-          s.budgetMs,
-        );
+        timer = setTimeout(() => reject(new Error(`did not finish within ${budgetMs / 1000} s`)), budgetMs);
       }),
     ]);
   } catch (e) {
@@ -90,12 +105,16 @@ async function runOne(s: Scenario, outRoot: string, run: number | null): Promise
   live.delete(env);
   const t = tally(outcome?.written ?? [], outcome?.read ?? []);
   if (t.lost > 0) failures.push(`${t.lost} lost, e.g. ${t.lostSample.join(', ')}`);
+  // Exactly-once promises read_committed consumers every event once (the read-back reads so).
+  if (delivery === 'exactly-once' && t.duplicates > 0)
+    failures.push(`${t.duplicates} duplicates under exactly-once`);
   if (t.orderViolations > 0)
     failures.push(`${t.orderViolations} order violations, e.g. ${t.violationSample.join('; ')}`);
   failures.push(...(outcome?.checks ?? []));
   const { lostSample: _l, violationSample: _v, ...counts } = t;
   const result: Result = {
     scenario: label,
+    delivery,
     pass: failures.length === 0,
     ...counts,
     maxRetainedWalBytes: env.maxRetainedWal,
@@ -116,7 +135,7 @@ async function runOne(s: Scenario, outRoot: string, run: number | null): Promise
 }
 
 async function main(): Promise<number> {
-  const { list, names, runs } = parseArgs(process.argv.slice(2));
+  const { list, names, runs, delivery } = parseArgs(process.argv.slice(2));
   if (list) {
     for (const s of SCENARIOS) console.log(`${s.name.padEnd(26)} ${s.summary}`);
     return 0;
@@ -128,10 +147,12 @@ async function main(): Promise<number> {
   }
   const chosen = names.length > 0 ? SCENARIOS.filter((s) => names.includes(s.name)) : SCENARIOS;
   const outRoot = mkdtempSync(join(tmpdir(), 'chaos-'));
-  console.error(`chaos: ${chosen.length} scenario(s) × ${runs} run(s); relay logs under ${outRoot}`);
+  console.error(
+    `chaos: ${chosen.length} scenario(s) × ${runs} run(s), delivery ${delivery}; relay logs under ${outRoot}`,
+  );
   const results: Result[] = [];
   for (const s of chosen)
-    for (let r = 1; r <= runs; r++) results.push(await runOne(s, outRoot, runs > 1 ? r : null));
+    for (let r = 1; r <= runs; r++) results.push(await runOne(s, outRoot, runs > 1 ? r : null, delivery));
   console.log('');
   console.log(table(results));
   if (runs > 1) {

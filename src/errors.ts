@@ -24,6 +24,7 @@ export const ErrorCode = {
   RELAY_STATE_MISSING: 'RELAY_STATE_MISSING',
   POISON_POSITION: 'POISON_POSITION',
   KAFKA_TOPICS_NOT_READY: 'KAFKA_TOPICS_NOT_READY',
+  PRODUCER_FENCED: 'PRODUCER_FENCED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -59,6 +60,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'Run `outbox-relay migrate --database-url …` as the schema owner: it creates the relay-state and progress tables.',
   KAFKA_TOPICS_NOT_READY:
     'Create the named topics with enough partitions (kafka-topics.sh --create / --alter --partitions, or run with --kafka-topics create), or lower --kafka-topic-partitions; `outbox-relay check` lists them (docs/kafka.md#topics).',
+  PRODUCER_FENCED:
+    "Exactly-once: another relay started a transactional producer with this relay's transactional id (same database and slot) and fenced this one, or wrote the slot's Kafka progress since. This relay stopped publishing and exited (75) without committing anything more; nothing is lost. If both were meant to run, one is a standby: restart this one and it waits for the leader lock (docs/exactly-once.md).",
 };
 
 export interface RelayErrorOptions {
@@ -104,6 +107,14 @@ export interface Classified {
   /** A stable name of the cause (a Kafka error type, a route check, a SQLSTATE's name). */
   reason: string;
   message: string;
+  /**
+   * The refusal is the destination's as a whole, not this event's (a Kafka topic missing or not
+   * authorized, a NATS subject no stream takes, a RabbitMQ exchange missing): every event for the
+   * same destination (Sink.destinationOf) gets the same answer. Set by each sink's error table,
+   * on permanent refusals only; the stream then fails a one-destination batch at once instead of
+   * sending each event alone (src/outcome/decide.ts).
+   */
+  destinationWide?: true;
 }
 
 export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {

@@ -9,6 +9,8 @@ export const EXIT = {
   UNAVAILABLE: 69,
   /** A bug: an error the relay did not expect. */
   SOFTWARE: 70,
+  /** Exactly-once: a newer relay fenced this one's transactional producer (EX_TEMPFAIL). */
+  FENCED: 75,
   /** Bad configuration or a database that is not set up for the relay (preflight). */
   CONFIG: 78,
   /** Second signal: exit at once without draining. */
@@ -21,6 +23,8 @@ export function exitCodeFor(e: RelayError): number {
     case ErrorCode.DATABASE_UNAVAILABLE:
     case ErrorCode.BROKER_UNAVAILABLE:
       return EXIT.UNAVAILABLE;
+    case ErrorCode.PRODUCER_FENCED:
+      return EXIT.FENCED;
     case ErrorCode.PROTOCOL_VIOLATION:
       return EXIT.SOFTWARE;
     default:

@@ -15,6 +15,7 @@ import { ProgressDeadline } from '../../test/support/progress.ts';
 import { type RelayProcess, spawnCli } from '../../test/support/relay.ts';
 import { TcpProxy } from '../../test/support/tcp-proxy.ts';
 import { type BackRecord, readBack } from './read-back.ts';
+import { type SinkServer, type SinkServerName, startSinkServer } from './sink-server.ts';
 
 export const SLOT = 'chaos';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,6 +35,8 @@ export class Env {
   /** Pool for the scenario's own queries (survives restarts: pg.Pool reconnects). */
   db!: pg.Pool;
   cluster: LocalKafkaCluster | null = null;
+  /** The scenario's NATS or RabbitMQ server, when the relay publishes there instead of Kafka. */
+  sink: SinkServer | null = null;
   proxies: TcpProxy[] = [];
   readonly relays: RelayProcess[] = [];
   readonly samples: Sample[] = [];
@@ -48,8 +51,17 @@ export class Env {
   #samplers: Promise<void>[] = [];
   readonly #log: (line: string) => void;
 
-  constructor(name: string, outRoot: string, log: (line: string) => void) {
+  /** --delivery of every relay the scenario spawns (npm run chaos -- --delivery exactly-once). */
+  readonly delivery: 'at-least-once' | 'exactly-once';
+
+  constructor(
+    name: string,
+    outRoot: string,
+    log: (line: string) => void,
+    delivery: 'at-least-once' | 'exactly-once' = 'at-least-once',
+  ) {
     this.name = name;
+    this.delivery = delivery;
     this.outDir = join(outRoot, name);
     mkdirSync(this.outDir, { recursive: true });
     this.#log = log;
@@ -92,6 +104,13 @@ export class Env {
     this.log(
       `kafka: ${count} broker(s) up (${this.cluster.bootstrap.join(',')})${o.proxy ? ' behind a proxy' : ''}`,
     );
+  }
+
+  /** A throwaway NATS JetStream or RabbitMQ server; relays spawned after this publish to it. */
+  async startSink(name: SinkServerName): Promise<SinkServer> {
+    this.sink = await startSinkServer(name);
+    this.log(`${name}: throwaway server up (${this.sink.relayArgs.join(' ')})`);
+    return this.sink;
   }
 
   kafka(): Kafka {
@@ -175,12 +194,15 @@ export class Env {
 
   /** `outbox-relay run` as a child process (the project's Node), on the scenario's slot. */
   spawnRelay(extra: string[] = []): RelayProcess {
-    const brokers = this.cluster!.bootstrap.join(',');
+    const sink = this.sink
+      ? this.sink.relayArgs
+      : ['--kafka-brokers', this.cluster!.bootstrap.join(','), '--kafka-request-timeout-ms', '5000'];
     const relay = spawnCli([
       'run',
-      ...['--database-url', this.url, '--slot', SLOT, '--kafka-brokers', brokers],
-      ...['--retry-initial-ms', '100', '--retry-max-ms', '1000', '--kafka-request-timeout-ms', '5000'],
+      ...['--database-url', this.url, '--slot', SLOT, ...sink],
+      ...['--retry-initial-ms', '100', '--retry-max-ms', '1000'],
       ...['--status-interval-ms', '1000', '--http-host', '127.0.0.1', '--standby-poll-ms', '500'],
+      ...['--delivery', this.delivery],
       ...extra,
     ]);
     this.relays.push(relay);
@@ -300,7 +322,9 @@ export class Env {
     return Object.fromEntries(r.rows.map((x) => [x.status, x.n]));
   }
 
+  /** Kafka: the topics; a NATS or RabbitMQ sink: everything its server stored. */
   readBack(topics: string[]): Promise<BackRecord[]> {
+    if (this.sink) return this.sink.readBack();
     return readBack(this.kafka(), topics);
   }
 
@@ -383,6 +407,7 @@ export class Env {
     });
     await Promise.allSettled(this.relays.map((r) => r.exited));
     for (const p of this.proxies) await p.stop().catch(() => {});
+    if (this.sink) await this.sink.stop().catch((e) => this.log(`${this.sink?.name} stop: ${e}`));
     if (this.cluster) await this.cluster.destroy().catch((e) => this.log(`kafka destroy: ${e}`));
     await this.db?.end().catch(() => {});
     await this.pg?.stop().catch((e) => this.log(`postgres stop: ${e}`));

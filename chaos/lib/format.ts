@@ -3,6 +3,8 @@ import type { Tally } from './tally.ts';
 
 export interface Result extends Omit<Tally, 'lostSample' | 'violationSample'> {
   scenario: string;
+  /** The relays' --delivery. */
+  delivery?: 'at-least-once' | 'exactly-once';
   pass: boolean;
   maxRetainedWalBytes: number;
   takeoverMs: number | null;

@@ -1,5 +1,6 @@
 import type { Scenario } from '../lib/scenario.ts';
 import { brokerKill } from './broker-kill.ts';
+import { SINK_SCENARIOS } from './broker-sinks.ts';
 import { CLUSTER_SCENARIOS } from './cluster-faults.ts';
 import { hostileRowsScenario } from './hostile-rows.ts';
 import { idleWalChurn } from './idle-wal-churn.ts';
@@ -22,4 +23,5 @@ export const SCENARIOS: Scenario[] = [
   visibilityRace,
   idleWalChurn,
   ...CLUSTER_SCENARIOS,
+  ...SINK_SCENARIOS,
 ];

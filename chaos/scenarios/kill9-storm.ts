@@ -1,3 +1,5 @@
+import type { RelayProcess } from '../../test/support/relay.ts';
+import type { Env } from '../lib/env.ts';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
 import { drainAndRead, keys, TOPIC_OF } from './common.ts';
@@ -18,24 +20,11 @@ export const kill9Storm: Scenario = {
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('acct-', 40) });
     const writing = w.run(4000, 180, 20, rng(20261123));
     env.proxies[0]!.setLatency(30);
-    const rnd = rng(7);
-    const recoveries: number[] = [];
-    let killedAt: number | null = null;
-    for (let k = 0; k < 10; k++) {
-      const r = env.spawnRelay(['--batch-size', String(50 + Math.floor(rnd() * 400))]);
-      await r.waitForLog(/"msg":"streaming from the slot"/, 30_000);
-      if (killedAt !== null) recoveries.push(Date.now() - killedAt);
-      await sleep(300 + Math.floor(rnd() * 1500));
-      r.kill('SIGKILL');
-      killedAt = Date.now();
-      await r.exited;
-    }
-    env.log(`10 kills done; ${w.written.length} events written so far`);
-    await writing;
-    env.proxies[0]!.setLatency(0);
-    const last = env.spawnRelay();
-    await last.waitForLog(/"msg":"streaming from the slot"/, 30_000);
-    recoveries.push(Date.now() - killedAt!);
+    const { last, recoveries } = await killStorm(env, rng(7), async () => {
+      env.log(`10 kills done; ${w.written.length} events written so far`);
+      await writing;
+      env.proxies[0]!.setLatency(0);
+    });
     const checks: string[] = [];
     const out = await drainAndRead(env, [w], [TOPIC_OF('Chaos')], checks);
     if (!alive(last)) checks.push('the last relay exited');
@@ -50,6 +39,36 @@ export const kill9Storm: Scenario = {
     };
   },
 };
+
+/**
+ * Ten relays one after the other, each SIGKILLed 0.3–1.8 s after it streams (batch sizes 50–450,
+ * both from `rnd`); then `beforeLast`, and a last relay that stays. Returns it and each
+ * kill → next relay streaming time.
+ */
+export async function killStorm(
+  env: Env,
+  rnd: () => number,
+  beforeLast: () => Promise<void>,
+): Promise<{ last: RelayProcess; recoveries: number[] }> {
+  const recoveries: number[] = [];
+  let killedAt = 0;
+  for (let k = 0; k < 10; k++) {
+    const r = env.spawnRelay(['--batch-size', String(50 + Math.floor(rnd() * 400))]);
+    await r.waitForLog(STREAMING, 30_000);
+    if (k > 0) recoveries.push(Date.now() - killedAt);
+    await sleep(300 + Math.floor(rnd() * 1500));
+    r.kill('SIGKILL');
+    killedAt = Date.now();
+    await r.exited;
+  }
+  await beforeLast();
+  const last = env.spawnRelay();
+  await last.waitForLog(STREAMING, 30_000);
+  recoveries.push(Date.now() - killedAt);
+  return { last, recoveries };
+}
+
+export const STREAMING = /"msg":"streaming from the slot"/;
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -14,6 +14,7 @@ import { startHttpServer } from '../http/server.ts';
 import { stuckAfterFor } from '../observability/health.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
+import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
@@ -180,7 +181,14 @@ async function main(argv: string[]): Promise<number> {
   const log = await createLogger({ level: c.logLevel, format: c.logFormat });
   switch (cmd) {
     case 'migrate': {
-      const applied = await withClient(c, (client) => migrate(client, c, log));
+      const applied = await withClient(c, async (client) => {
+        const done = await migrate(client, c, log);
+        // The cutover from Debezium: after the side tables exist; it refuses a slot that starts
+        // after Debezium's position (a slot migrate just created would).
+        if (c.compat === 'debezium' && c.debeziumOffsets)
+          done.push(await recordCutover(client, cutoverTarget(c, c.debeziumOffsets), log));
+        return done;
+      });
       log.info({ applied }, applied.length ? 'migrations applied' : 'database already up to date');
       return EXIT.OK;
     }

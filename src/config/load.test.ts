@@ -64,6 +64,17 @@ describe('loadConfig', () => {
     ).toBe(true);
   });
 
+  it('--delivery exactly-once: Kafka only, and not with the Debezium preset', () => {
+    const env = { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1' };
+    expect(loadConfig('run', ['--delivery', 'exactly-once'], env).config.delivery).toBe('exactly-once');
+    expect(() => loadConfig('run', ['--delivery', 'exactly-once', '--sink', 'stdout'], env)).toThrow(
+      /exactly-once needs --sink kafka/,
+    );
+    expect(() => loadConfig('run', ['--delivery', 'exactly-once', '--compat', 'debezium'], env)).toThrow(
+      /exactly-once is not available with --compat debezium/,
+    );
+  });
+
   it('reads secrets from <ENV>_FILE', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     writeFileSync(join(dir, 'pw'), 'hunter2\n');

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
@@ -34,6 +35,9 @@ export interface Config {
   kafkaOauthTokenCommand?: string;
   kafkaOauthExtensions: Record<string, string>;
   kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
+  delivery: 'at-least-once' | 'exactly-once';
+  kafkaProgressTopic: string;
+  kafkaTransactionTimeoutMs: number;
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
   kafkaTopics: 'off' | 'verify' | 'create';
@@ -51,10 +55,14 @@ export interface Config {
   rabbitmqExchange: string;
   rabbitmqMaxUnconfirmed: number;
   rabbitmqTimeoutMs: number;
+  rabbitmqManagementUrl?: string;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
+  compat: 'none' | 'debezium';
+  debezium: Record<string, string>;
+  debeziumOffsets?: string;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;
@@ -195,7 +203,8 @@ function parseValue(spec: OptionSpec, raw: unknown, source: Source, help: string
       }
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? [raw] : [];
       const out: Record<string, string> = {};
-      for (const item of (items as string[]).flatMap((i) => String(i).split(','))) {
+      const entries = (i: unknown) => String(i).split(spec.commaValues ? /,(?=[^,=]+=)/ : ',');
+      for (const item of (items as string[]).flatMap(entries)) {
         if (item.trim() === '') continue;
         const eq = item.indexOf('=');
         if (eq <= 0 || eq === item.length - 1) {
@@ -457,6 +466,7 @@ export function validate(
         );
     }
     if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
+    if (c.compat === 'debezium') validateDebezium(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -478,6 +488,24 @@ export function validate(
         throw fail('kafkaTopicOverrides', `${type}=${settings}: ${(e as Error).message}`);
       }
     }
+  }
+  if (command === 'run' && c.delivery === 'exactly-once') {
+    if (c.sink !== 'kafka')
+      throw need(
+        'delivery',
+        `exactly-once needs --sink kafka (Kafka transactions); ${c.sink} is at-least-once`,
+      );
+    if (
+      !c.kafkaProgressTopic ||
+      checkTopicTemplate(c.kafkaProgressTopic) ||
+      c.kafkaProgressTopic.includes('{')
+    )
+      throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
+    // Exactly-once keeps the published outbox ids in the Kafka transaction and in the progress
+    // record; the Debezium preset has no outbox ids (its events are WAL positions, its progress
+    // the slot's): the two are not combined yet.
+    if (c.compat === 'debezium')
+      throw need('delivery', 'exactly-once is not available with --compat debezium yet (at-least-once only)');
   }
   if (command === 'run' && c.sink === 'kafka') {
     if (c.kafkaBrokers.length === 0)
@@ -518,6 +546,8 @@ export function validate(
         'is required with --sink rabbitmq (e.g. RABBITMQ_URL=amqp://relay:secret@rabbit:5672/%2F)',
       );
     if (!/^amqps?:\/\//.test(c.rabbitmqUrl)) throw fail('rabbitmqUrl', 'must start with amqp:// or amqps://');
+    if (c.rabbitmqManagementUrl !== undefined && !/^https?:\/\/[^/]/.test(c.rabbitmqManagementUrl))
+      throw fail('rabbitmqManagementUrl', 'must be the management API, http(s)://host:15672');
     // '' is the default exchange (routing key = queue name).
     const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
     if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
@@ -582,4 +612,16 @@ export function redactUrl(url: string): string {
   } catch {
     return '(unparsable url)';
   }
+}
+
+/** --compat debezium: its properties resolve (an error names the Debezium property), Kafka only. */
+function validateDebezium(c: Config, fail: (key: string, why: string) => Error): void {
+  try {
+    debeziumRouting(c.debezium);
+  } catch (e) {
+    throw fail('debezium', (e as Error).message);
+  }
+  if (c.sink !== 'kafka') throw fail('compat', 'debezium writes Kafka records: it needs --sink kafka');
+  if (c.valueFormat !== 'raw' || Object.keys(c.valueFormatOverrides).length > 0)
+    throw fail('valueFormat', 'the Debezium preset makes its own values: leave --value-format at raw');
 }

@@ -34,6 +34,11 @@ export interface OptionSpec {
    * docs/configuration.md, so nobody starts using it.
    */
   hidden?: boolean;
+  /**
+   * Maps only: a value may hold commas (a comma starts a new entry only when KEY= follows it),
+   * for values that are lists themselves (Debezium's table.fields.additional.placement).
+   */
+  commaValues?: boolean;
   group: string;
   doc: string;
   commands: readonly Command[];
@@ -364,6 +369,38 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'How long one produce request may take before it counts as failed (and is retried).',
     commands: ['run'],
   },
+  {
+    key: 'delivery',
+    flag: 'delivery',
+    env: 'OUTBOX_DELIVERY',
+    type: 'enum',
+    values: ['at-least-once', 'exactly-once'],
+    default: 'at-least-once',
+    group: 'Kafka',
+    doc: 'exactly-once (Kafka only): every batch and the slot\u2019s progress in one Kafka transaction (transactional.id from database and slot; a newer relay fences an older one); consumers must read with isolation.level=read_committed. The sweeper\u2019s retries and the dead-letter topic stay at-least-once (docs/exactly-once.md).',
+    commands: ['run'],
+  },
+  {
+    key: 'kafkaProgressTopic',
+    flag: 'kafka-progress-topic',
+    env: 'KAFKA_PROGRESS_TOPIC',
+    type: 'string',
+    default: 'outbox-relay.progress',
+    group: 'Kafka',
+    doc: 'With --delivery exactly-once: the compacted topic, keyed by the transactional id (database and slot), that holds each slot\u2019s progress, written in the same transaction as the events (created with 1 partition, cleanup.policy=compact, if missing).',
+    commands: ['run'],
+  },
+  {
+    key: 'kafkaTransactionTimeoutMs',
+    flag: 'kafka-transaction-timeout-ms',
+    env: 'KAFKA_TRANSACTION_TIMEOUT_MS',
+    type: 'int',
+    default: 60000,
+    min: 1000,
+    group: 'Kafka',
+    doc: 'With --delivery exactly-once: transaction.timeout.ms of the relay\u2019s transactions (the broker aborts one left open longer; at most the broker\u2019s transaction.max.timeout.ms).',
+    commands: ['run'],
+  },
   // --- NATS JetStream (docs/sinks.md) ---
   {
     key: 'natsServers',
@@ -468,6 +505,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'How long a message waits for its publisher confirm before the channel is closed and the batch re-sent.',
     commands: ['run'],
   },
+  {
+    key: 'rabbitmqManagementUrl',
+    flag: 'rabbitmq-management-url',
+    env: 'RABBITMQ_MANAGEMENT_URL',
+    type: 'string',
+    secret: true,
+    group: 'RabbitMQ',
+    doc: "The management plugin's HTTP API (http://host:15672; credentials in the URL, else the AMQP URL's). Optional: with it, the start warns about classic (not quorum) queues bound to the exchange; without it that check is skipped (AMQP cannot list bindings or queue types).",
+    commands: ['run'],
+  },
   // --- routing ---
   {
     key: 'topicTemplate',
@@ -509,6 +556,37 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Routing',
     doc: 'Per-aggregate-type value format, AGGREGATE_TYPE=FORMAT (repeat the flag, or comma-separate in the environment).',
     commands: RUN,
+  },
+  // --- Debezium preset ---
+  {
+    key: 'compat',
+    flag: 'compat',
+    env: 'OUTBOX_COMPAT',
+    type: 'enum',
+    values: ['none', 'debezium'],
+    default: 'none',
+    group: 'Routing',
+    doc: "debezium: read an existing Debezium outbox table (id uuid, aggregatetype, aggregateid, type, payload jsonb, or the columns --debezium names) and write the records Debezium's Outbox Event Router and Kafka Connect's converters write, byte for byte (Kafka only; docs/debezium-migration.md). The table is not changed; failed events are kept in the side table <table>_relay_failed.",
+    commands: DB,
+  },
+  {
+    key: 'debezium',
+    flag: 'debezium',
+    env: 'OUTBOX_DEBEZIUM',
+    type: 'map',
+    commaValues: true,
+    default: {},
+    group: 'Routing',
+    doc: "With --compat debezium: Debezium's own properties, NAME=VALUE (repeat the flag; in a config file an object). The Outbox Event Router's (table.field.event.id|key|payload|timestamp, table.fields.additional.placement, route.by.field, route.topic.regex, route.topic.replacement, route.tombstone.on.empty.payload; a transforms.<name>. prefix is accepted), the converters' (key.converter, value.converter, header.converter and their .schemas.enable; Debezium Server's debezium.format.*) and topic.prefix. docs/debezium-migration.md maps each one.",
+    commands: DB,
+  },
+  {
+    key: 'debeziumOffsets',
+    flag: 'debezium-offsets',
+    type: 'string',
+    group: 'Routing',
+    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/debezium-migration.md#cutover.",
+    commands: ['migrate'],
   },
   // --- schema registry ---
   {

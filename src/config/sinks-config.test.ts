@@ -47,4 +47,24 @@ describe('sink options', () => {
       run(['--sink', 'rabbitmq', '--rabbitmq-exchange', 'x.{aggregate}'], { RABBITMQ_URL: 'amqp://r' }),
     ).toThrow(/--rabbitmq-exchange (\(flag\)|\/ RABBITMQ_EXCHANGE): .*unknown placeholder/);
   });
+
+  it('--rabbitmq-management-url is optional, an http(s) URL, and a secret', () => {
+    const env = { RABBITMQ_URL: 'amqp://r' };
+    expect(
+      loadConfig('run', [...DB, '--sink', 'rabbitmq'], env).config.rabbitmqManagementUrl,
+    ).toBeUndefined();
+    const { config } = loadConfig('run', [...DB, '--sink', 'rabbitmq'], {
+      ...env,
+      RABBITMQ_MANAGEMENT_URL: 'http://admin:pw@rabbit:15672',
+    });
+    expect(config.rabbitmqManagementUrl).toBe('http://admin:pw@rabbit:15672');
+    let caught: unknown;
+    try {
+      run(['--sink', 'rabbitmq'], { ...env, RABBITMQ_MANAGEMENT_URL: 'amqp://admin:s3cret@rabbit' })();
+    } catch (e) {
+      caught = e;
+    }
+    expect((caught as Error).message).toMatch(/rabbitmq-management-url .*must be the management API/);
+    expect((caught as Error).message).not.toContain('s3cret');
+  });
 });

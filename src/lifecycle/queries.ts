@@ -134,13 +134,18 @@ export async function statusCounts(
   db: pg.ClientBase,
   schema: string,
   tableName: string,
+  o: { published?: boolean } = {},
 ): Promise<StatusCounts> {
   const table = qualified(schema, tableName);
   const counts: Record<string, number> = {};
   let oldestFailed: number | null = null;
+  // Without published (the health watch, every 15 s): only the unsettled rows, through their
+  // partial index, never a scan of the whole table; pending comes from the progress record's
+  // complement below either way.
+  const withPublished = o.published ?? true;
   const byStatus = await db.query<{ status: string; n: string; oldest: string | null }>(
     `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
-       FROM ${table} GROUP BY status`,
+       FROM ${table}${withPublished ? '' : ` WHERE status IN ${sqlStatuses(UNHEALTHY)}`} GROUP BY status`,
   );
   for (const r of byStatus.rows) {
     counts[r.status] = Number(r.n);
@@ -157,11 +162,15 @@ export async function statusCounts(
     .catch((e) => {
       if (sqlStateOf(e) !== SqlState.UNDEFINED_TABLE) throw e;
       const row = byStatus.rows.find((r) => r.status === 'pending');
-      return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
+      if (row || withPublished) return { rows: [{ n: row?.n ?? '0', oldest: row?.oldest ?? null }] };
+      return db.query<{ n: string; oldest: string | null }>(
+        `SELECT count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
+           FROM ${table} WHERE status = 'pending'`,
+      );
     });
   const truly = Number(pending.rows[0]!.n);
   const covered = Math.max(0, (counts.pending ?? 0) - truly);
-  if (covered > 0) counts.published = (counts.published ?? 0) + covered;
+  if (covered > 0 && withPublished) counts.published = (counts.published ?? 0) + covered;
   if (truly > 0) counts.pending = truly;
   else delete counts.pending;
   const oldestPending = pending.rows[0]!.oldest === null ? null : Number(pending.rows[0]!.oldest);

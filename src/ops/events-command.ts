@@ -4,6 +4,7 @@ import type { EventFilter } from '../lifecycle/filter.ts';
 import { countEvents, type EventRecord, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
 import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
+import { debeziumEventsCommand } from './debezium-events.ts';
 import { describeFilter, type FilterOptions, parseFilter } from './event-filter.ts';
 import { eventColumns, selectTargets, showEvent } from './events.ts';
 import { formatPairs, formatTable, renderPayload, truncate } from './format.ts';
@@ -47,6 +48,7 @@ export function parseEventsArgs(c: Config, args: string[]): EventsInput {
 
 /** `outbox-relay events <list|count|show|resend|discard> …`, its command line already checked. */
 export async function eventsCommand(ctx: OpsContext, input: EventsInput): Promise<number> {
+  if (ctx.config.compat === 'debezium') return debeziumEventsCommand(ctx, input);
   switch (input.sub) {
     case 'list':
       return list(ctx, input.filter);

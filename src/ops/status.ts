@@ -30,10 +30,15 @@ const FAILING_GROUPS_READ = 200;
 
 /**
  * Reads the slot, the preflight checks, the relay's recorded state and the outbox counts;
- * read-only, safe beside a running relay. A slot of this name on another database is reported
+ * read-only, safe beside a running relay. `publishedCount: false` (the health watch) leaves
+ * published out of the counts: the verdict does not need it, and counting it scans the table. A slot of this name on another database is reported
  * (by the preflight check, naming both databases) and never read as ours.
  */
-export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<StatusSnapshot> {
+export async function readStatus(
+  db: pg.ClientBase,
+  t: StatusTarget,
+  o: { publishedCount?: boolean } = {},
+): Promise<StatusSnapshot> {
   let slot: SlotReading | null = null;
   let slotError: string | null = null;
   let publicationError: string | null = null;
@@ -59,7 +64,7 @@ export async function readStatus(db: pg.ClientBase, t: StatusTarget): Promise<St
   let failing: FailingGroup[] = [];
   // A missing table is reported by the preflight check above; the counts then stay empty.
   if (!publicationError?.includes('OUTBOX_TABLE_MISSING')) {
-    const c = await statusCounts(db, t.schema, t.table);
+    const c = await statusCounts(db, t.schema, t.table, { published: o.publishedCount ?? true });
     counts = c.counts;
     oldestPending = c.oldestPendingAgeSeconds;
     oldestFailed = c.oldestFailedAgeSeconds;

@@ -80,6 +80,7 @@ describe('decideBatch', () => {
       class: 'permanent',
       reason: 'UNKNOWN_TOPIC_OR_PARTITION',
       message: 'no topic',
+      destinationWide: true,
     };
     const sink = fakeSink(() => missing);
     const out = await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'B')], signal);
@@ -92,6 +93,7 @@ describe('decideBatch', () => {
       class: 'permanent',
       reason: 'UNKNOWN_TOPIC_OR_PARTITION',
       message: 'no topic',
+      destinationWide: true,
     };
     const sink = fakeSink((b) => (b.some((m) => m.topic === 'gone') ? missing : null));
     const out = await decideBatch(
@@ -112,12 +114,49 @@ describe('decideBatch', () => {
       class: 'permanent',
       reason: 'UNKNOWN_TOPIC_OR_PARTITION',
       message: 'no topic',
+      destinationWide: true,
     };
     const sink = fakeSink((b) => (b.some((m) => m.topic === 'gone') ? missing : null));
     const d = deps('strict', sink);
     const out = await decideBatch(d, [item('1', 'A', 'gone'), item('2', 'A'), item('3', 'B')], signal);
     expect(out).toEqual([{ failed: missing }, 'parked', 'published']);
     expect(sink.sent).toEqual([['1', '2', '3'], ['1'], ['3']]);
+  });
+
+  it("sink-neutral: any sink's destination-wide refusal (NATS NO_STREAM, RabbitMQ NO_EXCHANGE) fails the batch at once, whatever the reason", async () => {
+    for (const reason of ['NO_STREAM', 'NO_EXCHANGE', 'ANY_OTHER_SINK_REASON']) {
+      const wide: Classified = { class: 'permanent', reason, message: 'refused', destinationWide: true };
+      const sink = fakeSink(() => wide);
+      const out = await decideBatch(deps('strict', sink), [item('1', 'A'), item('2', 'B')], signal);
+      expect(out).toEqual([{ failed: wide }, { failed: wide }]);
+      expect(sink.sent).toHaveLength(1);
+    }
+  });
+
+  it("a Kafka topic reason without destinationWide is decided one event at a time (the sink's table decides, not the name)", async () => {
+    const perEvent: Classified = { class: 'permanent', reason: 'UNKNOWN_TOPIC_OR_PARTITION', message: 'x' };
+    const sink = fakeSink(() => perEvent);
+    await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'B')], signal);
+    expect(sink.sent).toEqual([['1', '2'], ['1'], ['2']]);
+  });
+
+  it("the destination is the sink's (destinationOf): a destination-wide refusal of a batch over two destinations is decided event by event", async () => {
+    const wide: Classified = {
+      class: 'permanent',
+      reason: 'NO_EXCHANGE',
+      message: 'x',
+      destinationWide: true,
+    };
+    // One topic, two exchanges (a RabbitMQ exchange template with {event_type}, say): only the
+    // first exchange is missing.
+    const refusing = (m: OutboundMessage) => m.event.id === '1';
+    const sink = {
+      ...fakeSink((b) => (b.some(refusing) ? wide : null)),
+      destinationOf: (m: OutboundMessage) => (refusing(m) ? 'x.missing' : 'x.present'),
+    };
+    const out = await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'B')], signal);
+    expect(out).toEqual([{ failed: wide }, 'published']);
+    expect(sink.sent).toEqual([['1', '2'], ['1'], ['2']]);
   });
 
   it('an unroutable row fails without being sent; a transient refusal is waited out', async () => {

@@ -1,7 +1,6 @@
 import type { Classified } from '../errors.ts';
 import { hasAggregate } from '../lifecycle/blocked-aggregates.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import { TOPIC_LEVEL_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
 import {
   type BatchItem,
   discardedAtOnce,
@@ -60,12 +59,13 @@ export async function decideBatch(
     return outcomes;
   }
   const indexes = toSend ?? batch.map((_, i) => i);
-  // A refusal of a topic itself (missing, not authorized) in a batch for several topics: each
-  // topic's events are sent together, so one missing topic costs one more request per topic, not
-  // one per event of the batch (the soak measured a stream stalled ~10 s per refused event, its
-  // backlog then sent one event at a time).
-  if (TOPIC_LEVEL_KAFKA_TYPES.has(all.reason)) {
-    const groups = byTopicIfAggregatesStay(batch, indexes);
+  // A refusal of a destination itself (a topic missing or not authorized, a subject no stream
+  // takes, an exchange missing: the sink's error table says which) in a batch for several
+  // destinations: each destination's events are sent together, so one missing topic costs one
+  // more request per destination, not one per event of the batch (the soak measured a stream
+  // stalled ~10 s per refused event, its backlog then sent one event at a time).
+  if (all.destinationWide === true) {
+    const groups = byDestinationIfAggregatesStay(batch, indexes, destinationOf(d));
     if (groups.length > 1) {
       for (const group of groups)
         if ((await decideEvents(d, batch, group, outcomes, signal)) === null) return null;
@@ -109,9 +109,9 @@ async function decideEvents(
       return outcomes;
     }
   }
-  const topic = batch[indexes[0]!]!.message.topic;
-  const topicWide =
-    TOPIC_LEVEL_KAFKA_TYPES.has(all.reason) && indexes.every((i) => batch[i]!.message.topic === topic);
+  const destination = destinationOf(d);
+  const first = destination(batch[indexes[0]!]!.message);
+  const wide = all.destinationWide === true && indexes.every((i) => destination(batch[i]!.message) === first);
   for (const i of indexes) {
     const m = batch[i]!.message;
     const e = m.event;
@@ -120,7 +120,7 @@ async function decideEvents(
       blocked.parkDecided(e.aggregateType, e.aggregateId);
       continue;
     }
-    const one = topicWide ? all : await publishUntilDecided(d, [m], signal);
+    const one = wide ? all : await publishUntilDecided(d, [m], signal);
     if (one === null) {
       // Aborted mid-way: the decisions taken so far are never written.
       decisionsDone(d, batch, outcomes);
@@ -135,23 +135,33 @@ async function decideEvents(
   return outcomes;
 }
 
+/** What one destination-wide refusal covers: the sink's destination of a message (a Kafka topic by default). */
+function destinationOf(d: OutcomeDeps): (m: OutboundMessage) => string {
+  return d.sink.destinationOf?.bind(d.sink) ?? ((m: OutboundMessage) => m.topic);
+}
+
 /**
- * The batch's `indexes` grouped by topic (groups in order of first appearance, events in batch
- * order), or one group when an aggregate's events go to more than one topic (a topic template
- * with {event_type}): sent by topic, a later event of an aggregate could then go out before an
- * earlier one's failure is known.
+ * The batch's `indexes` grouped by destination (groups in order of first appearance, events in
+ * batch order), or one group when an aggregate's events go to more than one destination (a
+ * topic template with {event_type}): sent by destination, a later event of an aggregate could
+ * then go out before an earlier one's failure is known.
  */
-export function byTopicIfAggregatesStay(batch: readonly BatchItem[], indexes: number[]): number[][] {
+export function byDestinationIfAggregatesStay(
+  batch: readonly BatchItem[],
+  indexes: number[],
+  destination: (m: OutboundMessage) => string = (m) => m.topic,
+): number[][] {
   const groups = new Map<string, number[]>();
-  const topicOf = new Map<string, string>();
+  const destinationOfAggregate = new Map<string, string>();
   for (const i of indexes) {
     const m = batch[i]!.message;
+    const to = destination(m);
     const key = `${m.event.aggregateType}\u0000${m.event.aggregateId}`;
-    const seen = topicOf.get(key);
-    if (seen !== undefined && seen !== m.topic) return [indexes];
-    topicOf.set(key, m.topic);
-    let g = groups.get(m.topic);
-    if (!g) groups.set(m.topic, (g = []));
+    const seen = destinationOfAggregate.get(key);
+    if (seen !== undefined && seen !== to) return [indexes];
+    destinationOfAggregate.set(key, to);
+    let g = groups.get(to);
+    if (!g) groups.set(to, (g = []));
     g.push(i);
   }
   return [...groups.values()];

@@ -55,7 +55,7 @@ export interface OutcomeDeps {
     | 'failureBackoffFactor'
     | 'failureBackoffMaxMs'
   >;
-  sink: Pick<Sink, 'publish' | 'classify'>;
+  sink: Pick<Sink, 'publish' | 'classify' | 'destinationOf'>;
   store: Pick<
     OutboxStore,
     'recordFailed' | 'recordParked' | 'recordProgress' | 'recordUnrecordable' | 'unwritten'

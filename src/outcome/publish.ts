@@ -1,4 +1,4 @@
-import type { Classified } from '../errors.ts';
+import { type Classified, isRelayError } from '../errors.ts';
 import { Again, outagePolicy, retryUntilAborted } from '../retry/retry.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import type { OutcomeDeps } from './outcome.ts';
@@ -18,6 +18,8 @@ export async function publishOnce(d: PublishDeps, messages: OutboundMessage[]): 
     d.tracer?.record({ messages, outcome: 'published', startMs, endMs: Date.now() });
     return true;
   } catch (e) {
+    // The relay's own verdicts that no retry can change (a fenced exactly-once producer) end it.
+    if (isRelayError(e) && !e.retriable) throw e;
     const cls = d.sink.classify(e);
     d.tracer?.record({ messages, outcome: 'failed', startMs, endMs: Date.now(), error: cls.reason });
     return cls;
@@ -29,15 +31,23 @@ export async function publishOnce(d: PublishDeps, messages: OutboundMessage[]): 
  * null = aborted. A transient failure (broker down, leader moving) is waited out with back-off,
  * forever: nothing behind it is confirmed meanwhile (design.md §4).
  */
-export function publishUntilDecided(
+export async function publishUntilDecided(
   d: Pick<OutcomeDeps, 'sink' | 'metrics' | 'tracer' | 'outages' | 'config'>,
   messages: OutboundMessage[],
   signal: AbortSignal,
 ): Promise<true | Classified | null> {
   const { metrics, outages } = d;
-  return retryUntilAborted<true | Classified>(
+  // publishOnce throws only what no retry can change (exactly-once: fenced); it ends the relay.
+  let fatal: { e: unknown } | null = null;
+  const decided = await retryUntilAborted<true | Classified | null>(
     async (attempt) => {
-      const r = await publishOnce(d, messages);
+      let r: true | Classified;
+      try {
+        r = await publishOnce(d, messages);
+      } catch (e) {
+        fatal = { e };
+        return null;
+      }
       if (r === true) {
         outages.recovered('broker');
         metrics.brokerOutage.set(0);
@@ -51,4 +61,6 @@ export function publishUntilDecided(
     },
     { signal, policy: outagePolicy(d.config) },
   );
+  if (fatal) throw (fatal as { e: unknown }).e;
+  return decided;
 }

@@ -110,6 +110,8 @@ export interface StartOptions {
   publication: string;
   /** Also receive logical decoding messages (pg_logical_emit_message), for heartbeats. */
   messages?: boolean;
+  /** Text values whatever the types (the Debezium preset reads PostgreSQL's text, as Debezium does). */
+  text?: boolean;
 }
 
 /**
@@ -162,7 +164,7 @@ export class ReplicationConnection {
 
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
-    this.#binary = await binaryPossible(this.#client, opts.publication);
+    this.#binary = !opts.text && (await binaryPossible(this.#client, opts.publication));
     const unconverted = await streamUnconverted(this.#client);
     const connection = this.#connection;
     const onCopyData = (chunk: Buffer, start: number, end: number) => {

@@ -2,6 +2,7 @@ import { PgoutputPlugin } from 'pg-logical-replication';
 import type { OutboxEvent } from '../route/event.ts';
 import type { OutboxRow } from '../route/outbox-row.ts';
 import { notUtf8, readBinaryValue, type TextParser, utf8Text } from './binary-values.ts';
+import { type ColumnsMode, columnsEvent, readColumnsTuple } from './columns-tuple.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
 
 /** What the pipeline needs from one pgoutput message. */
@@ -46,9 +47,15 @@ export class OutboxDecoder {
   /** readOutboxValues' output, reused for every row (each event takes the values it needs). */
   readonly #values: unknown[] = new Array(READ_COLUMNS.length);
 
-  constructor(schema: string, table: string) {
+  /** The Debezium preset: rows are read as every column's text (columns-tuple.ts). */
+  readonly #columnsMode: ColumnsMode | null;
+  /** The outbox table's column names in tuple order, by relation OID (columns mode). */
+  readonly #names = new Map<number, string[]>();
+
+  constructor(schema: string, table: string, columnsMode: ColumnsMode | null = null) {
     this.#schema = schema;
     this.#table = table;
+    this.#columnsMode = columnsMode;
   }
 
   /**
@@ -89,6 +96,10 @@ export class OutboxDecoder {
         // A relation's OID can be reused after a DROP; a newer RELATION message always wins.
         if (msg.schema === this.#schema && msg.name === this.#table) {
           this.#outbox.set(msg.relationOid, outboxRelation(msg.columns));
+          this.#names.set(
+            msg.relationOid,
+            msg.columns.map((c: { name: string }) => c.name),
+          );
           this.#others.delete(msg.relationOid);
         } else {
           this.#outbox.delete(msg.relationOid);
@@ -113,6 +124,21 @@ export class OutboxDecoder {
     if (tag !== INSERT) return { kind: 'ignored' };
     const oid = end - start >= 5 ? data.readInt32BE(start + 1) : 0;
     const outbox = this.#outbox.get(oid);
+    if (outbox && this.#columnsMode) {
+      const row = readColumnsTuple(data, this.#names.get(oid) ?? [], start, end);
+      if (!row) throw new Error(`malformed pgoutput INSERT into ${this.#schema}.${this.#table}`);
+      // The insert's own WAL position is in the XLogData header before the message, when there is one.
+      const walPosition = start >= 25 ? data.readBigUInt64BE(start - 24) : 0n;
+      this.#event.event = columnsEvent(
+        row,
+        this.#columnsMode,
+        walPosition,
+        this.#commitLsn,
+        this.#commitTimeMs,
+        this.#xid,
+      );
+      return this.#event;
+    }
     if (outbox) {
       const v = this.#values;
       if (!readOutboxValues(data, outbox, v, this.keepViews, start, end, this.checkUtf8))

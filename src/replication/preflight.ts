@@ -13,6 +13,11 @@ export interface PreflightTarget {
   slot: string;
   /** Retention pruning (--prune, also an option of check and status); false drops the DELETE requirement. */
   prune?: boolean;
+  /**
+   * The Debezium preset: the application's table is only read (SELECT), and a publication that
+   * also publishes updates and deletes (Debezium's default) is accepted — the stream reads inserts only.
+   */
+  compat?: 'none' | 'debezium';
 }
 
 export interface SlotState {
@@ -66,7 +71,13 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       { fix: `GRANT USAGE ON SCHEMA ${sqlName(t.schema)} TO ${sqlName(roleName)};` },
     );
   }
-  const outbox = await tablePrivileges(db, t.schema, t.table, relayTablePrivileges(t.prune));
+  const debezium = t.compat === 'debezium';
+  const outbox = await tablePrivileges(
+    db,
+    t.schema,
+    t.table,
+    debezium ? ['SELECT'] : relayTablePrivileges(t.prune),
+  );
   if (!outbox) {
     throw new RelayError(ErrorCode.OUTBOX_TABLE_MISSING, `table ${t.schema}.${t.table} does not exist`);
   }
@@ -154,7 +165,7 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
   const extra = [p.pubupdate && 'update', p.pubdelete && 'delete', p.pubtruncate && 'truncate'].filter(
     Boolean,
   );
-  if (extra.length) {
+  if (extra.length && !debezium) {
     problems.push(
       `it also publishes ${extra.join(', ')} (the relay's own status updates would come back through the slot)`,
     );

@@ -21,14 +21,25 @@ export interface OutboxEvent {
    * back from the table). Tells "not visible yet" from "gone" when an outcome matches no row.
    */
   xid: number;
+  /**
+   * The Debezium preset (route/debezium/): every column's text by name, as pgoutput sent it; the
+   * record is made from these. Absent for the relay's own table.
+   */
+  columns?: Record<string, string | null>;
 }
 
 /** A message ready for a sink. */
 export interface OutboundMessage {
   topic: string;
+  /**
+   * The Debezium preset (Kafka only) may also set a null key, and header values that are null or
+   * arrays (a repeated name), which kafkajs writes as such (route/debezium/route.ts).
+   */
   key: string;
   value: Buffer | null;
   headers: Record<string, string>;
+  /** Set only by the Debezium preset's `partition` placement; otherwise the key's partition. */
+  partition?: number;
   /** ms since epoch (the row's created_at). */
   timestamp: number;
   event: OutboxEvent;

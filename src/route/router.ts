@@ -1,3 +1,4 @@
+import { type DebeziumRoute, routeDebezium } from './debezium/route.ts';
 import type { OutboundMessage, OutboxEvent } from './event.ts';
 import { checkEvent, hasNotUtf8Value, quote } from './row-check.ts';
 import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
@@ -11,6 +12,8 @@ export interface RouteConfig {
   valueFormat?: ValueFormat;
   /** Per-aggregate-type value format, overriding valueFormat. */
   valueFormatOverrides?: Record<string, ValueFormat>;
+  /** The Debezium preset (--compat debezium): records as Debezium's EventRouter writes them. */
+  debeziumRoute?: DebeziumRoute;
 }
 
 /** The routing part of the relay's configuration. */
@@ -121,6 +124,13 @@ export const HEADER = {
 
 /** Pure: turns a decoded row into the message a sink publishes. */
 export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
+  if (cfg.debeziumRoute) {
+    try {
+      return routeDebezium(event, cfg.debeziumRoute);
+    } catch (e) {
+      throw new RouteError(`Debezium preset: ${(e as Error).message}`, 'ROW_INVALID');
+    }
+  }
   const invalid = checkEvent(event);
   if (invalid) throw new RouteError(invalid, hasNotUtf8Value(event) ? 'ROW_ENCODING' : 'ROW_INVALID');
   const topic = topicFor(event, cfg);

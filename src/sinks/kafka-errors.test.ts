@@ -13,6 +13,7 @@ import {
   classifyKafkaError,
   PERMANENT_KAFKA_TYPES,
   PRODUCER_STATE_KAFKA_TYPES,
+  TOPIC_LEVEL_KAFKA_TYPES,
 } from './kafka-errors.ts';
 
 /** A protocol error the way kafkajs builds it from a broker error code. */
@@ -51,6 +52,10 @@ describe('classifyKafkaError', () => {
       expect(classifyKafkaError(wrapped).class).toBe('permanent');
       const aggregated = new KafkaJSAggregateError('Failed to send', [base]);
       expect(classifyKafkaError(aggregated)).toMatchObject({ class: 'permanent', reason: type });
+      // The topic's own refusals are every event's of that topic (src/outcome/decide.ts).
+      expect(classifyKafkaError(base).destinationWide).toBe(
+        TOPIC_LEVEL_KAFKA_TYPES.has(type) ? true : undefined,
+      );
     });
   }
 

@@ -27,12 +27,14 @@ export const PERMANENT_KAFKA_TYPES: Readonly<Record<string, string>> = {
 
 /**
  * Permanent refusals of a topic as a whole (its metadata, its ACL): every event of a batch for
- * that one topic gets the same answer, so the stream records them all without sending each alone.
+ * that one topic gets the same answer, so the stream records them all without sending each alone
+ * (Classified.destinationWide).
  */
 export const TOPIC_LEVEL_KAFKA_TYPES: ReadonlySet<string> = new Set([
   'UNKNOWN_TOPIC_OR_PARTITION',
   'INVALID_TOPIC_EXCEPTION',
   'TOPIC_AUTHORIZATION_FAILED',
+  'KafkaJSInvalidTopicName',
 ]);
 
 /**
@@ -91,6 +93,20 @@ export function breaksProducer(e: unknown): boolean {
 }
 
 /**
+ * Whether `e` says a newer producer with the same transactional id exists (exactly-once): the
+ * coordinator bumped the epoch (INVALID_PRODUCER_EPOCH, 47) or fenced it (PRODUCER_FENCED, 90,
+ * which kafkajs 2.2.4 does not know by name). For a transactional producer this is never
+ * retried: another relay owns the slot's transactions now.
+ */
+export function isFenced(e: unknown): boolean {
+  for (const k of chain(e)) {
+    if (k.type === 'INVALID_PRODUCER_EPOCH' || k.type === 'PRODUCER_FENCED') return true;
+    if (k.type === 'KAFKAJS_UNKNOWN_ERROR_CODE' && /\bcode 90\b/.test(k.message ?? '')) return true;
+  }
+  return false;
+}
+
+/**
  * Refusals of the relay's principal rather than of an event: every event would meet them, so
  * none is failed for them — transient, with the fix in the message.
  */
@@ -103,6 +119,9 @@ export const PRINCIPAL_KAFKA_TYPES: Readonly<Record<string, string>> = {
     "the relay's principal may not produce at all (an idempotent producer needs Write on a topic or IdempotentWrite on the cluster); grant it — nothing is failed meanwhile",
 };
 
+const topicLevel = (reason: string): Pick<Classified, 'destinationWide'> =>
+  TOPIC_LEVEL_KAFKA_TYPES.has(reason) ? { destinationWide: true } : {};
+
 export function classifyKafkaError(e: unknown): Classified {
   const message = e instanceof Error ? e.message : String(e);
   for (const k of chain(e)) {
@@ -111,6 +130,7 @@ export function classifyKafkaError(e: unknown): Classified {
         class: 'permanent',
         reason: k.type,
         message: `${PERMANENT_KAFKA_TYPES[k.type]}: ${k.message ?? message}`,
+        ...topicLevel(k.type),
       };
     }
     if (k.name && PERMANENT_KAFKAJS_NAMES[k.name]) {
@@ -118,6 +138,7 @@ export function classifyKafkaError(e: unknown): Classified {
         class: 'permanent',
         reason: k.name,
         message: `${PERMANENT_KAFKAJS_NAMES[k.name]}: ${k.message ?? message}`,
+        ...topicLevel(k.name),
       };
     }
   }

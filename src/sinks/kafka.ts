@@ -16,6 +16,7 @@ import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
+import { TransactionalPublisher } from './kafka-transactions.ts';
 import { patchedKafkaClass } from './kafkajs-client.ts';
 import { logCreator } from './kafkajs-log.ts';
 import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
@@ -23,7 +24,7 @@ import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-h
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
-import type { Sink } from './sink.ts';
+import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
   Config,
@@ -47,6 +48,9 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaAutoCreateTopics'
   | 'kafkaRequestTimeoutMs'
 > &
+  Partial<
+    Pick<Config, 'delivery' | 'kafkaProgressTopic' | 'kafkaTransactionTimeoutMs' | 'databaseUrl' | 'slot'>
+  > &
   Partial<
     Pick<
       Config,
@@ -124,6 +128,9 @@ export class KafkaSink implements Sink {
   /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
   readonly #topics: TopicProvisioner;
   readonly #known: KnownTopic[];
+  /** --delivery exactly-once: every publish is a Kafka transaction (kafka-transactions.ts). */
+  readonly transactions: TransactionalPublisher | null = null;
+  readonly exactlyOnce?: ExactlyOnceProgress;
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
@@ -173,6 +180,23 @@ export class KafkaSink implements Sink {
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
     };
     this.#producer = this.#kafka.producer(this.#producerConfig);
+    if (c.delivery === 'exactly-once') {
+      const t = new TransactionalPublisher(
+        this.#kafka,
+        this.#producerConfig,
+        {
+          transactionalId: transactionalIdOf(c.databaseUrl ?? '', c.slot ?? ''),
+          progressTopic: c.kafkaProgressTopic ?? 'outbox-relay.progress',
+          transactionTimeoutMs: c.kafkaTransactionTimeoutMs ?? 60000,
+        },
+        log,
+      );
+      this.transactions = t;
+      this.exactlyOnce = {
+        committed: async () => (await t.committed())?.published ?? '{}',
+        recorded: (ids) => t.recorded(ids),
+      };
+    }
     // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.
     registerKafkajsCodecs();
     this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
@@ -186,7 +210,8 @@ export class KafkaSink implements Sink {
 
   async start(): Promise<void> {
     await this.#topics.start(this.#known);
-    await this.#connect();
+    if (this.transactions) await this.transactions.start();
+    else await this.#connect();
   }
 
   /** The configured topics' state (`outbox-relay check`), whatever --kafka-topics says. */
@@ -210,13 +235,13 @@ export class KafkaSink implements Sink {
   /** The publish in progress: the next one waits for it (the ledger and kafkajs' sequences need one at a time). */
   #tail: Promise<unknown> = Promise.resolve();
 
-  publish(batch: readonly OutboundMessage[]): Promise<void> {
-    const run = this.#tail.then(() => this.#publish(batch));
+  publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
+    const run = this.#tail.then(() => this.#publish(batch, opts));
     this.#tail = run.catch(() => {});
     return run;
   }
 
-  async #publish(batch: readonly OutboundMessage[]): Promise<void> {
+  async #publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
     // The messages go to kafkajs as they are: they have its Message's key, value and headers, and
     // a numeric timestamp, which kafkajs (and src/sinks/produce-encoder.ts) take as well as its
     // string. No copy per event. Grouped by topic keeping stream order: order within a key (hence
@@ -241,6 +266,11 @@ export class KafkaSink implements Sink {
           aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
         })),
       );
+    if (this.transactions) {
+      const ids = opts?.progress ? batch.map((m) => m.event.id) : [];
+      const send = { timeout: this.#timeout, compression: this.#compression };
+      return this.transactions.publish(batch, topicMessages, ids, send, this.#ledger);
+    }
     await this.#connect();
     const producer = this.#producer;
     const builtBefore = produceRequestsBuilt();
@@ -316,6 +346,26 @@ export class KafkaSink implements Sink {
   }
 
   async stop(): Promise<void> {
+    await this.transactions?.stop();
     await this.#producer.disconnect();
   }
+}
+
+/**
+ * Exactly-once: the transactional id of a slot's relay, stable across restarts and equal for
+ * every relay of that database and slot (an active one and its standbys: the newer fences the
+ * older), whatever host name each uses for the server. Only the database name and the slot:
+ * two PostgreSQL clusters whose database and slot names are the same, publishing to one Kafka
+ * cluster, fence each other loudly (exit 75) — give them different slot names. A host in the id
+ * would instead let two relays of one slot, reaching it by different names, both publish.
+ */
+export function transactionalIdOf(databaseUrl: string, slot: string): string {
+  let db = databaseUrl;
+  try {
+    const u = new URL(databaseUrl);
+    db = decodeURIComponent(u.pathname.slice(1)) || decodeURIComponent(u.username);
+  } catch {
+    // not a URL: the whole string names the database
+  }
+  return `pg-outbox-relay/${db}/${slot}`;
 }

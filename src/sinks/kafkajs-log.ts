@@ -47,6 +47,28 @@ const PERMANENT_MESSAGES: readonly string[] = (() => {
   }
 })();
 
+/**
+ * Transaction coordinator answers that mean "not now", which the relay retries itself
+ * (kafkajs-send-messages.ts addPartitionsToTransaction, kafka-transactions.ts): CONCURRENT_TRANSACTIONS
+ * follows nearly every commit of exactly-once delivery for a few ms → `debug`.
+ */
+const COORDINATOR_BUSY_MESSAGES: readonly string[] = (() => {
+  try {
+    const { errorCodes } = createRequire(import.meta.url)('kafkajs/src/protocol/error.js') as {
+      errorCodes: { type: string; message: string }[];
+    };
+    const busy = new Set([
+      'CONCURRENT_TRANSACTIONS',
+      'GROUP_LOAD_IN_PROGRESS',
+      'GROUP_COORDINATOR_NOT_AVAILABLE',
+      'NOT_COORDINATOR_FOR_GROUP',
+    ]);
+    return errorCodes.filter((e) => busy.has(e.type)).map((e) => e.message);
+  } catch {
+    return [];
+  }
+})();
+
 /** The relay's level for one kafkajs line. Pure: the table above, as a function. */
 export function relayLevelOf(
   level: number,
@@ -54,6 +76,8 @@ export function relayLevelOf(
   extra: Record<string, unknown> = {},
 ): RelayLevel {
   if (NOT_APPLICABLE.some((p) => p.test(message))) return 'debug';
+  const error = typeof extra.error === 'string' ? extra.error : '';
+  if (error && COORDINATOR_BUSY_MESSAGES.includes(error)) return 'debug';
   if (level !== logLevel.ERROR) return 'warn';
   if (RELAY_IN_TROUBLE.some((p) => p.test(message))) return 'error';
   const text = `${message} ${typeof extra.error === 'string' ? extra.error : ''}`;

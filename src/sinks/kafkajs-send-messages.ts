@@ -174,7 +174,7 @@ export function createSendMessages({
         const broker = await cluster.findBroker({ nodeId });
         await eosManager.acquireBrokerLock(broker);
         try {
-          if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData);
+          if (eosManager.isTransactional()) await addPartitionsToTransaction(eosManager, topicData);
           for (const { topic, partitions } of topicData) {
             for (const entry of partitions) {
               entry.firstSequence = eosManager.getSequence(topic, entry.partition);
@@ -272,4 +272,34 @@ export function createSendMessages({
       }
     });
   };
+}
+
+/**
+ * Coordinator answers to AddPartitionsToTxn that mean "not now" (kafkajs names): the previous
+ * transaction's markers are still being written (CONCURRENT_TRANSACTIONS: after every commit, for
+ * a few ms), the coordinator is loading or moved. kafkajs does not retry AddPartitionsToTxn at all
+ * (tulios/kafkajs#296, #430); its sendMessages retrier would, but only after ≥ 200 ms and a
+ * metadata refresh. Java's producer retries these after 20 ms; so does this, briefly, before the
+ * error goes up (the relay then replaces the producer and sends the batch again).
+ */
+const COORDINATOR_BUSY = new Set([
+  'CONCURRENT_TRANSACTIONS',
+  'COORDINATOR_LOAD_IN_PROGRESS',
+  'GROUP_LOAD_IN_PROGRESS',
+  'NOT_COORDINATOR',
+  'NOT_COORDINATOR_FOR_GROUP',
+  'COORDINATOR_NOT_AVAILABLE',
+  'GROUP_COORDINATOR_NOT_AVAILABLE',
+]);
+
+async function addPartitionsToTransaction(eos: EosManager, topicData: TopicData[]): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await eos.addPartitionsToTransaction(topicData);
+      return;
+    } catch (e) {
+      if (attempt >= 30 || !COORDINATOR_BUSY.has((e as KafkaError).type ?? '')) throw e;
+      await new Promise((r) => setTimeout(r, Math.min(5 * 2 ** attempt, 250)));
+    }
+  }
 }

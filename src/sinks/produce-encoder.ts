@@ -247,12 +247,12 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
     const headers = m.headers as Record<string, unknown> | undefined;
     for (const k in headers) {
       // kafkajs writes own names (Object.keys) and takes arrays as values: anything but an own
-      // string or Buffer value is left to it.
+      // string, Buffer or null value is left to it. A null value (the Debezium preset's NULL
+      // header column) is Kafka's null header value, length -1, which kafkajs cannot write.
       const hv = headers[k];
-      if (!isBytes(hv) || !Object.hasOwn(headers, k)) return null;
+      if (!(isBytes(hv) || hv === null) || !Object.hasOwn(headers, k)) return null;
       const klen = utf8Length(k);
-      const vlen = byteLengthOf(hv);
-      body += sizeOfVarInt(klen) + klen + sizeOfVarInt(vlen) + vlen;
+      body += sizeOfVarInt(klen) + klen + sizeOfVarBytes(hv);
       headerCount++;
     }
     headerCounts[i] = headerCount;

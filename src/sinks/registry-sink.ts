@@ -6,7 +6,7 @@ import { envelopeSchema } from '../schema-registry/envelope-schema.ts';
 import { RegistryClient, RegistryError } from '../schema-registry/registry-client.ts';
 import { type SubjectStrategy, subjectFor } from '../schema-registry/subject.ts';
 import { frame, frameHeader } from '../schema-registry/wire-format.ts';
-import type { Sink } from './sink.ts';
+import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 
 export type SchemaRegistryConfig = Pick<
   Config,
@@ -63,7 +63,11 @@ export class SchemaRegistrySink implements Sink {
     return this.inner.start();
   }
 
-  async publish(batch: readonly OutboundMessage[]): Promise<void> {
+  get exactlyOnce(): ExactlyOnceProgress | undefined {
+    return this.inner.exactlyOnce;
+  }
+
+  async publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
     let out: OutboundMessage[] | null = null;
     for (let i = 0; i < batch.length; i++) {
       const m = batch[i]!;
@@ -80,13 +84,17 @@ export class SchemaRegistrySink implements Sink {
       out ??= batch.slice();
       out[i] = { ...m, value: frame(header, m.value) };
     }
-    return this.inner.publish(out ?? batch);
+    return this.inner.publish(out ?? batch, opts);
   }
 
   classify(e: unknown): Classified {
     if (e instanceof RegistryError)
       return { class: e.permanent ? 'permanent' : 'transient', reason: e.reason, message: e.message };
     return this.inner.classify(e);
+  }
+
+  destinationOf(m: OutboundMessage): string {
+    return this.inner.destinationOf?.(m) ?? m.topic;
   }
 
   stop(): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Classified } from '../errors.ts';
 import type { OutboundMessage } from '../route/event.ts';
-import type { Sink } from './sink.ts';
+import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 
 /**
  * One publish at a time across the stream and the sweeper: kafkajs' idempotent
@@ -12,19 +12,32 @@ export class SerializedSink implements Sink {
   readonly #inner: Sink;
   #tail: Promise<unknown> = Promise.resolve();
 
+  readonly exactlyOnce?: ExactlyOnceProgress;
+
   constructor(inner: Sink) {
     this.#inner = inner;
     this.name = inner.name;
+    const eo = inner.exactlyOnce;
+    // Reading Kafka's progress may replace the transactional producer: never beside a publish.
+    if (eo)
+      this.exactlyOnce = {
+        committed: () => this.#serial(() => eo.committed()),
+        recorded: (ids) => eo.recorded(ids),
+      };
+  }
+
+  #serial<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(f);
+    this.#tail = run.catch(() => {});
+    return run;
   }
 
   start(): Promise<void> {
     return this.#inner.start();
   }
 
-  publish(batch: readonly OutboundMessage[]): Promise<void> {
-    const run = this.#tail.then(() => this.#inner.publish(batch));
-    this.#tail = run.catch(() => {});
-    return run;
+  publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
+    return this.#serial(() => this.#inner.publish(batch, opts));
   }
 
   classify(e: unknown): Classified {

@@ -10,8 +10,33 @@ import type { OutboundMessage } from '../route/event.ts';
 export interface Sink {
   readonly name: string;
   start(): Promise<void>;
-  publish(batch: readonly OutboundMessage[]): Promise<void>;
+  /** `opts.progress`: the batch is the stream's (exactly-once: its ids join the slot's Kafka progress). */
+  publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void>;
   /** Permanent (this message cannot be published as it is) or transient (retry). */
   classify(e: unknown): Classified;
+  /**
+   * What a destination-wide refusal (Classified.destinationWide) refers to for this message: the
+   * topic when absent (Kafka, NATS: the subject); RabbitMQ: the exchange.
+   */
+  destinationOf?(m: OutboundMessage): string;
   stop(): Promise<void>;
+  /** Present in exactly-once mode only (Kafka transactions: docs/exactly-once.md). */
+  readonly exactlyOnce?: ExactlyOnceProgress;
+}
+
+export interface PublishOptions {
+  /** The stream's batch: exactly-once keeps its ids in the slot's Kafka progress record until PostgreSQL records them. */
+  progress?: boolean;
+}
+
+/** The slot's progress as Kafka holds it, committed in the same transactions as the events. */
+export interface ExactlyOnceProgress {
+  /**
+   * The outbox ids Kafka's latest committed progress record covers (int8multirange text),
+   * read read_committed after fencing every older producer. Rejects with PRODUCER_FENCED when
+   * another relay wrote it since this one's last commit.
+   */
+  committed(): Promise<string>;
+  /** Ids PostgreSQL's progress record now holds ('all': every id committed so far). */
+  recorded(ids: readonly string[] | 'all'): void;
 }

@@ -20,6 +20,11 @@ export interface MigrationTarget {
    * From then on the slot retains WAL until a relay streams from it (warned loudly).
    */
   slot?: string;
+  /**
+   * The Debezium preset: the application's Debezium table exists and is not changed; only the
+   * relay's side tables are created (sql/debezium/), and a publication of inserts into the table.
+   */
+  compat?: 'none' | 'debezium';
 }
 
 export interface Migration {
@@ -81,7 +86,11 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
         ])
       ).rows.map((r) => r.version),
     );
-    for (const m of loadMigrations()) {
+    const migrations =
+      t.compat === 'debezium'
+        ? loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }))
+        : loadMigrations();
+    for (const m of migrations) {
       if (done.has(m.version)) continue;
       try {
         await client.query('BEGIN');

@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import type { Config } from '../config/load.ts';
-import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
+import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { decideBatch } from '../outcome/decide.ts';
@@ -7,13 +9,19 @@ import type { Outcome, OutcomeDeps } from '../outcome/outcome.ts';
 import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
+import { columnsModeOf } from '../replication/columns-tuple.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
+import { readCutover } from '../replication/cutover.ts';
+import { DebeziumResume } from '../replication/debezium-resume.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
+import { type DebeziumRouting, debeziumRouting } from '../route/debezium/event-router-options.ts';
+import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
 
@@ -46,6 +54,10 @@ export class ReplicationSession {
   readonly #queue = new MessageQueue();
   readonly #decoder: OutboxDecoder;
   readonly #route: RouteConfig;
+  /** The first streams after a cutover from Debezium: skips what Debezium processed (debezium-resume.ts). */
+  #resume: DebeziumResume<OutboxEvent> | null = null;
+  /** The Debezium preset's options (--compat debezium), or null. */
+  readonly #debezium: DebeziumRouting | null;
   readonly #abort = new AbortController();
   #conn: ReplicationConnection | null = null;
   #received: Lsn;
@@ -84,6 +96,9 @@ export class ReplicationSession {
    */
   readonly #outcomesOnRows: ReadonlySet<string>;
 
+  /** deps for deciding batches: exactly-once, the sink's publishes carry the stream's progress. */
+  readonly #outcomeDeps: OutcomeDeps;
+
   constructor(
     deps: SessionDeps,
     startLsn: Lsn,
@@ -91,13 +106,22 @@ export class ReplicationSession {
     outcomesOnRows: ReadonlySet<string> = new Set(),
   ) {
     this.#d = deps;
+    const sink = deps.sink;
+    this.#outcomeDeps = sink.exactlyOnce
+      ? {
+          ...deps,
+          sink: { publish: (b) => sink.publish(b, { progress: true }), classify: (e) => sink.classify(e) },
+        }
+      : deps;
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
     this.#recorder = new OutcomeRecorder(deps);
     this.#tracker = new AckTracker(startLsn);
     this.#received = startLsn;
-    this.#decoder = new OutboxDecoder(deps.config.schema, deps.config.table);
-    this.#route = routeConfigOf(deps.config);
+    const c = deps.config;
+    this.#debezium = c.compat === 'debezium' ? debeziumRouting(c.debezium) : null;
+    this.#decoder = new OutboxDecoder(c.schema, c.table, this.#debezium && columnsModeOf(this.#debezium));
+    this.#route = routeConfigOf(c);
   }
 
   get confirmedLsn(): Lsn {
@@ -134,8 +158,24 @@ export class ReplicationSession {
       );
     });
     this.#conn = conn;
+    if (this.#debezium) {
+      // The table's columns (types, nullability: a schema's `optional`) as they are now.
+      this.#route.debeziumRoute = {
+        routing: this.#debezium,
+        table: { schema: c.schema, table: c.table },
+        columns: await tableColumns(this.#d.store.db, c.schema, c.table),
+        state: { runId: randomUUID() },
+      };
+      const cutover = await readCutover(this.#d.store.db, c.schema, c.table, c.slot);
+      if (cutover) this.#resume = new DebeziumResume(cutover.lsnProc, cutover.lsnCommit);
+    }
     const streamDone = conn.stream(
-      { slot: c.slot, publication: c.publication, messages: c.heartbeatIntervalMs > 0 },
+      {
+        slot: c.slot,
+        publication: c.publication,
+        messages: c.heartbeatIntervalMs > 0,
+        text: this.#debezium !== null,
+      },
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
@@ -194,8 +234,21 @@ export class ReplicationSession {
   async #drain(publisher: Promise<void>): Promise<void> {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
+    // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
+    // its error ends the relay after the drain.
+    let fatal: RelayError | null = null;
+    let ended = false;
+    void publisher.then(
+      () => {
+        ended = true;
+      },
+      (e: unknown) => {
+        ended = true;
+        if (isRelayError(e) && !e.retriable) fatal = e;
+      },
+    );
     const deadline = Date.now() + c.shutdownTimeoutMs;
-    while (this.#tracker.unsettled > 0 && Date.now() < deadline) {
+    while (this.#tracker.unsettled > 0 && !ended && Date.now() < deadline) {
       await sleep(20);
     }
     if (this.#tracker.unsettled > 0) {
@@ -208,6 +261,12 @@ export class ReplicationSession {
     await publisher.catch(() => {});
     this.#sendStatus(false);
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
+    if (this.#resume)
+      log.info(
+        { skipped: this.#resume.skipped },
+        'cutover from Debezium: events skipped as Debezium had published them',
+      );
+    if (fatal) throw fatal;
   }
 
   /**
@@ -237,27 +296,20 @@ export class ReplicationSession {
     const d = this.#decoder.decode(data, start, end);
     switch (d.kind) {
       case 'begin':
+        this.#resume?.begin(d.commitLsn);
         this.#lastBeginLsn = d.commitLsn;
         this.#tracker.begin();
         return;
       case 'commit':
+        if (this.#resume) for (const e of this.#resume.commit()) this.#onEvent(e);
         this.#tracker.commit(d.endLsn);
         this.#maybeConfirm();
         return;
-      case 'event': {
-        // Settled before (recorded, or its failure is on the row): not an event of its transaction.
-        if (sortedRangesCover(this.#recorded, d.event.id)) return;
-        if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(d.event.id)) return;
-        const txn = this.#tracker.addEvent();
-        const routed = routeEvent(d.event, this.#route);
-        // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
-        const p: Pending =
-          routed instanceof RouteFailure ? { ...unroutable(d.event, routed), txn } : { message: routed, txn };
-        this.#queue.push(p);
-        this.#inflightBytes += p.message.bytes;
-        this.#applyBackpressure();
+      case 'event':
+        if (this.#resume) {
+          for (const e of this.#resume.event(d.event, BigInt(d.event.id))) this.#onEvent(e);
+        } else this.#onEvent(d.event);
         return;
-      }
       case 'message':
         // A non-transactional message (the heartbeat, or anyone's) outside a transaction is a
         // position like a keepalive's: settled, confirmable behind what is in flight, never
@@ -279,6 +331,22 @@ export class ReplicationSession {
       default:
         return;
     }
+  }
+
+  /** A row of the outbox table: queued in its transaction, routed (never throws). */
+  #onEvent(event: OutboxEvent): void {
+    // Settled before (recorded, or its failure is on the row): not an event of its transaction.
+    if (sortedRangesCover(this.#recorded, event.id)) return;
+    if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(event.id)) return;
+    const txn = this.#tracker.addEvent();
+    if (this.#d.store instanceof DebeziumSideStore) this.#d.store.remember(event);
+    const routed = routeEvent(event, this.#route);
+    // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
+    const p: Pending =
+      routed instanceof RouteFailure ? { ...unroutable(event, routed), txn } : { message: routed, txn };
+    this.#queue.push(p);
+    this.#inflightBytes += p.message.bytes;
+    this.#applyBackpressure();
   }
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
@@ -377,7 +445,7 @@ export class ReplicationSession {
       const batch = this.#queue.take(c.batchSize, c.batchBytes);
       if (batch.length === 0) continue;
       busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
-      const outcomes = await decideBatch(this.#d, batch, signal);
+      const outcomes = await decideBatch(this.#outcomeDeps, batch, signal);
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
       published.push({ batch, outcomes });
@@ -389,6 +457,8 @@ export class ReplicationSession {
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
     if (!(await this.#recorder.record(batch, outcomes, signal))) return; // aborted: nothing of this batch settles
+    // Exactly-once: PostgreSQL holds these ids now; Kafka's progress record may drop them.
+    this.#d.sink.exactlyOnce?.recorded(batch.map((p) => p.message.event.id));
     // A transaction's events are settled together (they are consecutive in a batch).
     let txn: TxnEntry | null = null;
     let ofTxn = 0;

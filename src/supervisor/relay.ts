@@ -2,9 +2,16 @@ import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
+import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
-import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
+import {
+  markRecovery,
+  outcomesOnRows,
+  pendingRecovery,
+  readProgress,
+  recordProgressRanges,
+} from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
@@ -14,6 +21,7 @@ import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -21,6 +29,7 @@ import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
+import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -257,13 +266,24 @@ export class Relay {
       max: 3,
       application_name: 'pg-outbox-relay',
     });
-    const store = new OutboxStore(pool, c.schema, c.table);
+    // The Debezium preset never writes the application's table: failures go to a side table.
+    const debezium = c.compat === 'debezium';
+    const store = debezium
+      ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
+      : new OutboxStore(pool, c.schema, c.table);
     const blocked = new BlockedAggregates();
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    const sweeper = new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    // The preset's failures live in its side table, which has its own sweeper.
+    const sweeper =
+      store instanceof DebeziumSideStore
+        ? new DebeziumSideSweeper(
+            { config: c, sink: this.#sink, store, log: this.#log },
+            debeziumRouting(c.debezium),
+          )
+        : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
       slot: c.slot,
@@ -320,18 +340,24 @@ export class Relay {
           }
           if (stop.aborted) break;
           if (lock.lost.aborted) continue;
+          // Exactly-once: what Kafka committed (read after fencing older producers) joins
+          // PostgreSQL's progress record before anything is streamed or recovered.
+          if (this.#sink.exactlyOnce) await this.#syncKafkaProgress(pool, store);
           // Which aggregates are blocked survives restarts in the table (strict ordering).
-          await blocked.reload(pool, c.schema, c.table);
+          if (!debezium) await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
           const outcomeDeps = { ...shared, outages: this.#outages, tracer };
-          if (slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
+          // The preset has no table to recover from (the events may exist only in the WAL).
+          if (!debezium && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
           // the sweeper's: the stream skips them too.
-          const recorded = await readProgress(pool, store.progress, c.slot);
-          const onRows = await outcomesOnRows(pool, store.table, store.progress, c.slot);
+          const recorded = debezium ? null : await readProgress(pool, store.progress, c.slot);
+          const onRows = debezium
+            ? new Set<string>()
+            : await outcomesOnRows(pool, store.table, store.progress, c.slot);
           const session = new ReplicationSession(
             outcomeDeps,
             slot.confirmedFlushLsn,
@@ -433,6 +459,42 @@ export class Relay {
       await lock.release();
       await pool.end().catch(() => {});
     }
+  }
+
+  /**
+   * Exactly-once: Kafka's latest committed progress record (the ids of every transaction this
+   * slot committed that PostgreSQL may not have recorded: a crash or a fencing between the Kafka
+   * commit and the progress statement) is added to PostgreSQL's record, so the stream skips those
+   * events. Kafka's record can then forget them. A record another relay wrote since this one's
+   * last commit ends the relay (PRODUCER_FENCED).
+   */
+  async #syncKafkaProgress(pool: pg.Pool, store: OutboxStore): Promise<void> {
+    const eo = this.#sink.exactlyOnce!;
+    const ranges = await eo.committed().catch((e: unknown) => {
+      if (isRelayError(e) && !e.retriable) throw e;
+      throw new RelayError(
+        ErrorCode.BROKER_UNAVAILABLE,
+        `cannot read the exactly-once progress topic: ${errorMessage(e)}`,
+        { retriable: true, cause: e },
+      );
+    });
+    if (ranges === '{}') {
+      // Right at a first start; after one, the progress topic was deleted (or is another cluster).
+      const recorded = await readProgress(pool, store.progress, this.#c.slot);
+      if (recorded && recorded !== '{}')
+        this.#log.warn(
+          { topic: this.#c.kafkaProgressTopic },
+          "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
+        );
+    } else {
+      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges);
+      if (n !== 1) throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
+      this.#log.info(
+        { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
+        "Kafka's committed progress added to the progress record",
+      );
+    }
+    eo.recorded('all');
   }
 
   /** A stream failure with no progress: counts it towards a poison position; the poison once recognised. */

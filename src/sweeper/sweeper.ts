@@ -51,6 +51,9 @@ export interface SweeperDeps {
   onFatal?: (e: RelayError) => void;
 }
 
+/** Exactly-once: marks the messages the sweeper publishes (retries, dead letters), which stay at-least-once. */
+export const DELIVERY_HEADER = 'x-outbox-delivery';
+
 /** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
 class TransientDuringSweep extends Error {}
 
@@ -234,6 +237,8 @@ export class Sweeper {
         error: { class: 'permanent', reason: routed.reason, message: routed.error },
       };
     }
+    // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/exactly-once.md).
+    if (this.#d.sink.exactlyOnce) routed.message.headers[DELIVERY_HEADER] = 'at-least-once';
     return { event, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }
 
@@ -289,7 +294,9 @@ export class Sweeper {
     const { config: c, sink, metrics, log } = this.#d;
     if (!c.deadLetterTopic) return;
     try {
-      await sink.publish([dlqMessage(event, c.deadLetterTopic, topic, attempts, error, this.#route)]);
+      const m = dlqMessage(event, c.deadLetterTopic, topic, attempts, error, this.#route);
+      if (sink.exactlyOnce) m.headers[DELIVERY_HEADER] = 'at-least-once';
+      await sink.publish([m]);
       metrics.failures.dlqPublished.inc();
       logOutcome(log, event, c.deadLetterTopic, attempts, 'dlq');
     } catch (e) {

@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
@@ -24,7 +25,7 @@ import { brokerErrors, seqReport, sinkLoad } from '../support/sink-load.ts';
  * the relay streams real outbox rows, the test drains the queues with basic.get.
  */
 const db = useTestDatabase();
-const { statuses, settled, insertRounds, backgroundInserts } = sinkLoad(db);
+const { statuses, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
 let rabbit: ThrowawayRabbit;
 let relay: Relay | null = null;
 
@@ -85,13 +86,16 @@ function inOrderOnce(stored: { content: Buffer; headers: Record<string, unknown>
 }
 
 beforeAll(async () => {
-  rabbit = await ThrowawayRabbit.start({ maxMessageSize: MAX_MESSAGE_SIZE });
+  rabbit = await ThrowawayRabbit.start({ maxMessageSize: MAX_MESSAGE_SIZE, management: true });
   await migrateDb(db);
 }, 180_000);
 
 afterEach(async () => {
   await relay?.stop();
   relay = null;
+  // A test's failed events must not be retried by a later test's sweeper into that test's
+  // destinations (its template routes them there): the file's tests share one database.
+  await db.pool.query(`UPDATE outbox SET status = 'discarded' WHERE status IN ('failed', 'dead', 'parked')`);
 });
 
 afterAll(async () => {
@@ -200,29 +204,21 @@ describe('RabbitMQ sink', () => {
 
   it('kill -9 of the node mid-stream: nothing confirmed while it is down, 0 lost, key order kept (duplicates counted)', async () => {
     await rabbit.exchangeWithQueue('kill', 'kill-q', 'kill.#');
-    const r = await startRelay('kill');
+    const relay = await startRelay('kill');
     const load = backgroundInserts('Killed', 8);
     onTestFinished(() => void load.stop());
-    await waitFor(async () => (await rabbit.queueLength('kill-q')) >= 200, {
-      timeoutMs: 60_000,
-      message: 'events flowing before the kill',
+    const rounds = await faultMidStream({
+      relay,
+      load,
+      stored: () => rabbit.queueLength('kill-q'),
+      flowing: 200,
+      aggregateType: 'Killed',
+      marker: 'during-outage',
+      fault: () => rabbit.kill9(),
+      recover: () => rabbit.restart(),
+      roundsDuring: 20,
+      roundsAfter: 40,
     });
-    await rabbit.kill9();
-    const errorsBefore = await brokerErrors(r);
-    const { commitLsn } = await insertEventsReportingCommit(db, [
-      { aggregateType: 'Killed', aggregateId: 'during-outage', eventType: 'Tick', payload: '{"seq":0}' },
-    ]);
-    await waitFor(async () => (await brokerErrors(r)) >= errorsBefore + 2, {
-      timeoutMs: 60_000,
-      message: 'the relay meets the outage',
-    });
-    expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
-    const at = load.rounds();
-    await waitFor(() => load.rounds() >= at + 20, { timeoutMs: 60_000, message: 'more rounds inserted' });
-    await rabbit.restart();
-    const after = load.rounds();
-    await waitFor(() => load.rounds() >= after + 40, { timeoutMs: 60_000, message: 'rounds after restart' });
-    const rounds = await load.stop();
     await settled(load.ids, 180_000);
     const rep = await report('kill-q', 8, rounds);
     console.log(`RabbitMQ kill -9: ${rounds * 8} events, ${rep.duplicates} duplicates in the queue`);
@@ -233,30 +229,20 @@ describe('RabbitMQ sink', () => {
 
   it('a frozen node (SIGSTOP): confirm timeouts are transient, nothing confirmed meanwhile, everything arrives in key order after SIGCONT', async () => {
     await rabbit.exchangeWithQueue('freeze', 'freeze-q', 'freeze.#');
-    const r = await startRelay('freeze');
+    const relay = await startRelay('freeze');
     const load = backgroundInserts('Frozen', 6);
     onTestFinished(() => void load.stop());
-    await waitFor(async () => (await rabbit.queueLength('freeze-q')) >= 100, {
-      timeoutMs: 60_000,
-      message: 'events flowing before the freeze',
+    const rounds = await faultMidStream({
+      relay,
+      load,
+      stored: () => rabbit.queueLength('freeze-q'),
+      flowing: 100,
+      aggregateType: 'Frozen',
+      marker: 'during-freeze',
+      fault: () => rabbit.freeze(),
+      recover: () => rabbit.thaw(),
+      roundsAfter: 30,
     });
-    rabbit.freeze();
-    try {
-      const errorsBefore = await brokerErrors(r);
-      const { commitLsn } = await insertEventsReportingCommit(db, [
-        { aggregateType: 'Frozen', aggregateId: 'during-freeze', eventType: 'Tick', payload: '{"seq":0}' },
-      ]);
-      await waitFor(async () => (await brokerErrors(r)) >= errorsBefore + 2, {
-        timeoutMs: 60_000,
-        message: 'the relay times out on the frozen node',
-      });
-      expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
-    } finally {
-      rabbit.thaw();
-    }
-    const at = load.rounds();
-    await waitFor(() => load.rounds() >= at + 30, { timeoutMs: 60_000, message: 'rounds after the thaw' });
-    const rounds = await load.stop();
     await settled(load.ids, 180_000);
     const rep = await report('freeze-q', 6, rounds);
     console.log(`RabbitMQ SIGSTOP: ${rounds * 6} events, ${rep.duplicates} duplicates in the queue`);
@@ -311,6 +297,34 @@ describe('RabbitMQ sink', () => {
     expect(rep.missing).toEqual([]);
     expect(rep.violations).toEqual([]);
   }, 400_000);
+
+  it('preflight with --rabbitmq-management-url: a warning names each classic queue bound to the exchange, none for a quorum one; skipped without the URL, a warning when the API does not answer', async () => {
+    await rabbit.exchangeWithQueue('mgmt-x', 'mgmt-classic', 'mgmt-x.#', {
+      arguments: { 'x-queue-type': 'classic' },
+    });
+    await rabbit.exchangeWithQueue('mgmt-x', 'mgmt-quorum', 'mgmt-x.#', {
+      arguments: { 'x-queue-type': 'quorum' },
+    });
+    const preflight = async (extra: string[]) => {
+      const lines: { level: number; msg: string; queue?: string }[] = [];
+      const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
+      const sink = new RabbitMqSink(rabbitConfig('mgmt-x', extra), log);
+      try {
+        await sink.start();
+      } finally {
+        await sink.stop();
+      }
+      return lines.filter((l) => l.level >= 40);
+    };
+    const warned = await preflight(['--rabbitmq-management-url', rabbit.managementUrl]);
+    expect(warned.map((w) => w.queue)).toEqual(['mgmt-classic']);
+    expect(warned[0]!.msg).toMatch(/"mgmt-classic" .* is a classic queue: .*x-queue-type=quorum/);
+    expect(await preflight([])).toEqual([]);
+    const down = await preflight(['--rabbitmq-management-url', 'http://127.0.0.1:1']);
+    expect(down.map((w) => w.msg)).toEqual([
+      'RabbitMQ management API did not answer: the queue-type check (classic vs quorum) is skipped',
+    ]);
+  });
 
   it('preflight: a missing exchange is a clear error naming the option', async () => {
     const sink = new RabbitMqSink(rabbitConfig('absent'), silentLogger());

@@ -60,6 +60,11 @@ export class ThrowawayNats {
     return this.#log;
   }
 
+  /** The server's process id (CPU accounting in the bench); undefined once it exited. */
+  get pid(): number | undefined {
+    return this.#child?.exitCode === null ? this.#child.pid : undefined;
+  }
+
   async #spawn(): Promise<void> {
     const conf = join(this.dir, 'server.conf');
     writeFileSync(

@@ -1,7 +1,8 @@
 /**
  * A throwaway RabbitMQ node of one test file, from Debian's rabbitmq-server: its own node name,
  * data and log directories (RABBITMQ_MNESIA_BASE, RABBITMQ_LOG_BASE under a temp dir), its own
- * Erlang cookie (HOME), no plugins (management off), so it can be killed (-9), frozen (SIGSTOP)
+ * Erlang cookie (HOME), no plugins unless asked (`management: true` enables rabbitmq_management on
+ * a reserved loopback port: managementUrl), so it can be killed (-9), frozen (SIGSTOP)
  * and restarted without touching the machine's shared RabbitMQ. It registers its node name with
  * the machine's epmd, as every Erlang node does.
  *
@@ -34,6 +35,12 @@ export interface StoredAmqpMessage {
   persistent: boolean;
 }
 
+export interface RabbitOptions {
+  maxMessageSize?: number;
+  /** Enable the management plugin (its HTTP API on a reserved loopback port). */
+  management?: boolean;
+}
+
 export class ThrowawayRabbit {
   readonly dir: string;
   readonly node: string;
@@ -45,20 +52,27 @@ export class ThrowawayRabbit {
   #log = '';
   #admin: ChannelModel | null = null;
   readonly #maxMessageSize: number | undefined;
+  readonly #management: boolean;
+  #mgmtLease: PortLease | null = null;
 
-  private constructor(opts: { maxMessageSize?: number }) {
+  private constructor(opts: RabbitOptions) {
     this.dir = mkdtempSync(join(tmpdir(), 'outbox-rabbit-'));
     this.node = `outbox-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}@localhost`;
     this.#maxMessageSize = opts.maxMessageSize;
+    this.#management = opts.management ?? false;
   }
 
-  static async start(opts: { maxMessageSize?: number } = {}): Promise<ThrowawayRabbit> {
+  static async start(opts: RabbitOptions = {}): Promise<ThrowawayRabbit> {
     const r = new ThrowawayRabbit(opts);
     for (let attempt = 1; ; attempt++) {
       // Reserved like every test port (src/dev/ports.ts: a lock file, below the ephemeral range).
       r.#distLease?.release();
       r.#distLease = await reservePort();
       r.#distPort = r.#distLease.port;
+      if (r.#management) {
+        r.#mgmtLease?.release();
+        r.#mgmtLease = await reservePort();
+      }
       try {
         await r.#spawn();
         return r;
@@ -74,18 +88,25 @@ export class ThrowawayRabbit {
     return `amqp://guest:guest@127.0.0.1:${this.port}/%2F`;
   }
 
+  /** The management API (guest's credentials), when started with `management: true`. */
+  get managementUrl(): string {
+    if (!this.#mgmtLease) throw new Error('this node runs without the management plugin');
+    return `http://guest:guest@127.0.0.1:${this.#mgmtLease.port}`;
+  }
+
   logs(): string {
     return this.#log;
   }
 
   async #spawn(): Promise<void> {
-    writeFileSync(join(this.dir, 'enabled_plugins'), '[].\n');
+    writeFileSync(join(this.dir, 'enabled_plugins'), this.#management ? '[rabbitmq_management].\n' : '[].\n');
     writeFileSync(
       join(this.dir, 'rabbitmq.conf'),
       [
         `listeners.tcp.1 = 127.0.0.1:${this.port}`,
         'loopback_users = none',
         this.#maxMessageSize ? `max_message_size = ${this.#maxMessageSize}` : '',
+        this.#mgmtLease ? `management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = ${this.#mgmtLease.port}` : '',
       ].join('\n'),
     );
     this.#log = '';
@@ -148,7 +169,7 @@ export class ThrowawayRabbit {
     for (const line of out.split('\n')) {
       if (!line.includes(`pid=${pid},`)) continue;
       const port = Number(/127\.0\.0\.1:(\d+)\s/.exec(line)?.[1]);
-      if (port && port !== this.#distPort) return port;
+      if (port && port !== this.#distPort && port !== this.#mgmtLease?.port) return port;
     }
     throw new Error(`could not find the AMQP port of ${this.node} (pid ${pid}) in ss -ltnp:\n${out}`);
   }
@@ -253,6 +274,7 @@ export class ThrowawayRabbit {
     this.#killGroup();
     await this.#exited;
     this.#distLease?.release();
+    this.#mgmtLease?.release();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -3,11 +3,13 @@
  * keys k0…k(n-1), their statuses in the outbox, and what a consumer read back of them.
  */
 import type pg from 'pg';
+import { expect } from 'vitest';
+import { parseLsn } from '../../src/replication/lsn.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { waitFor } from './postgres.ts';
-import { insertEvents, orderViolations } from './relay.ts';
+import { insertEvents, insertEventsReportingCommit, orderViolations, slotPosition } from './relay.ts';
 
-type Db = { pool: pg.Pool; query<T>(sql: string, params?: unknown[]): Promise<T[]> };
+type Db = { pool: pg.Pool; name: string; query<T>(sql: string, params?: unknown[]): Promise<T[]> };
 
 export function sinkLoad(db: Db) {
   async function statuses(
@@ -75,7 +77,57 @@ export function sinkLoad(db: Db) {
     };
   }
 
-  return { statuses, settled, insertRounds, backgroundInserts };
+  /**
+   * The shape of the broker-fault tests (kill -9 and restart, SIGSTOP and SIGCONT): once `stored()`
+   * reaches `flowing`, `fault()`; an event (aggregate id `marker`) is committed during it, and after
+   * the relay failed at least twice more the slot must not be confirmed past that commit. Then
+   * `roundsDuring` more rounds are inserted, `recover()` (always, even when a check failed), and
+   * `roundsAfter` more rounds; the load stops. Returns its rounds.
+   */
+  async function faultMidStream(o: {
+    relay: Relay;
+    load: ReturnType<typeof backgroundInserts>;
+    stored: () => Promise<number>;
+    flowing: number;
+    aggregateType: string;
+    marker: string;
+    fault: () => Promise<void> | void;
+    recover: () => Promise<void> | void;
+    roundsDuring?: number;
+    roundsAfter: number;
+  }): Promise<number> {
+    await waitFor(async () => (await o.stored()) >= o.flowing, {
+      timeoutMs: 60_000,
+      message: 'events flowing before the fault',
+    });
+    await o.fault();
+    try {
+      const errorsBefore = await brokerErrors(o.relay);
+      const { commitLsn } = await insertEventsReportingCommit(db, [
+        { aggregateType: o.aggregateType, aggregateId: o.marker, eventType: 'Tick', payload: '{"seq":0}' },
+      ]);
+      await waitFor(async () => (await brokerErrors(o.relay)) >= errorsBefore + 2, {
+        timeoutMs: 60_000,
+        message: 'the relay meets the fault',
+      });
+      expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
+      const during = o.load.rounds();
+      await waitFor(() => o.load.rounds() >= during + (o.roundsDuring ?? 0), {
+        timeoutMs: 60_000,
+        message: 'rounds inserted during the fault',
+      });
+    } finally {
+      await o.recover();
+    }
+    const after = o.load.rounds();
+    await waitFor(() => o.load.rounds() >= after + o.roundsAfter, {
+      timeoutMs: 60_000,
+      message: 'rounds after the recovery',
+    });
+    return o.load.stop();
+  }
+
+  return { statuses, settled, insertRounds, backgroundInserts, faultMidStream };
 }
 
 /** Transient broker errors the relay met so far (each failed attempt of a batch counts one). */

@@ -77,6 +77,15 @@ export class TopicReader {
     consumer.on(consumer.events.CRASH, (e) => {
       if (!e.payload.restart && generation === this.#generation) this.#crashed = e.payload.error;
     });
+    // read_committed (kafkajs' default): a fetch of only aborted records or transaction markers
+    // reaches no eachBatch; its end still moves the position (exactly-once topics end in markers).
+    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+      if (generation !== this.#generation) return;
+      const { topic, partition, lastOffset } = e.payload;
+      const key = tp(topic, partition);
+      const next = Number(lastOffset) + 1;
+      if (next > (this.#position.get(key) ?? 0)) this.#position.set(key, next);
+    });
     consumer.on(consumer.events.GROUP_JOIN, () => {
       if (generation === this.#generation) this.#joins++;
     });

@@ -68,4 +68,17 @@ describe('classifyNatsError', () => {
         reason: code,
       });
   });
+
+  it("refusals of the subject (no stream, a bad stream, a sealed one, no permission) are destination-wide; a message's own are not", () => {
+    const wide = (e: unknown) => classifyNatsError(e).destinationWide === true;
+    expect(wide(new NatsSinkError('NO_STREAM', 'm'))).toBe(true);
+    expect(wide(new NatsSinkError('STREAM_CONFIG', 'm'))).toBe(true);
+    expect(wide(new NatsSinkError('INVALID_SUBJECT', 'm'))).toBe(true);
+    expect(wide(api(10109, 'stream is sealed'))).toBe(true);
+    expect(wide(new errors.PermissionViolationError('denied', 'publish', 'a.b'))).toBe(true);
+    expect(wide(new NatsSinkError('INVALID_MESSAGE', 'm'))).toBe(false);
+    expect(wide(api(10054, 'message size exceeds maximum allowed'))).toBe(false);
+    expect(wide(api(10077, 'maximum messages exceeded', 503))).toBe(false);
+    expect(wide(new NatsSinkError('NO_PUBACK', 'm'))).toBe(false);
+  });
 });

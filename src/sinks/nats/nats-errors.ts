@@ -33,19 +33,26 @@ export class NatsSinkError extends Error {
   }
 }
 
-/** The sink's codes: permanent ones with what the operator does about them. */
-export const NATS_SINK_CODES: Readonly<Record<NatsSinkCode, { permanent: boolean; meaning: string }>> = {
+/**
+ * The sink's codes: permanent ones with what the operator does about them. destinationWide: the
+ * subject as a whole is refused (every event to it would be), see Classified.destinationWide.
+ */
+export const NATS_SINK_CODES: Readonly<
+  Record<NatsSinkCode, { permanent: boolean; destinationWide?: true; meaning: string }>
+> = {
   NO_STREAM: {
     permanent: true,
+    destinationWide: true,
     meaning:
       'no JetStream stream listens on the subject (create one, or fix --topic-template / --topic-override)',
   },
   STREAM_CONFIG: {
     permanent: true,
+    destinationWide: true,
     meaning:
       "the subject's stream cannot keep the relay's promise (memory storage, or a duplicate window below the retry horizon)",
   },
-  INVALID_SUBJECT: { permanent: true, meaning: 'not a valid NATS subject' },
+  INVALID_SUBJECT: { permanent: true, destinationWide: true, meaning: 'not a valid NATS subject' },
   INVALID_MESSAGE: {
     permanent: true,
     meaning: 'the event cannot be written as a NATS message (a header name or value)',
@@ -60,10 +67,13 @@ export const PERMANENT_JS_CODES: Readonly<Record<number, string>> = {
   10109: 'the stream is sealed',
 };
 
+/** Of those, the ones about the subject's stream rather than the message: every event to it is refused. */
+const DESTINATION_WIDE_JS_CODES: ReadonlySet<number> = new Set([10109]);
+
 /** 10077 (store failed) is permanent only when the stream is full and discards new messages. */
 const STREAM_FULL = /^maximum (messages|bytes|messages per subject) exceeded/;
 
-/** nats.js error names that are permanent for the message. */
+/** nats.js error names that are permanent for the message (both are about its subject: destination-wide). */
 const PERMANENT_CLIENT_NAMES: Readonly<Record<string, string>> = {
   InvalidSubjectError: 'not a valid NATS subject',
   PermissionViolationError: 'this connection may not publish to the subject',
@@ -94,20 +104,32 @@ function apiError(n: NatsLikeError): { err_code?: number; description?: string }
 
 export function classifyNatsError(e: unknown): Classified {
   const message = e instanceof Error ? e.message : String(e);
-  const permanent = (reason: string, why: string, msg = message): Classified => ({
+  const permanent = (reason: string, why: string, msg = message, wide = false): Classified => ({
     class: 'permanent',
     reason,
     message: `${why}: ${msg}`,
+    ...(wide ? { destinationWide: true } : {}),
   });
   for (const n of chain(e)) {
     if (n instanceof NatsSinkError) {
       const c = NATS_SINK_CODES[n.code];
-      return { class: c.permanent ? 'permanent' : 'transient', reason: n.code, message: n.message };
+      return {
+        class: c.permanent ? 'permanent' : 'transient',
+        reason: n.code,
+        message: n.message,
+        ...(c.destinationWide ? { destinationWide: true } : {}),
+      };
     }
     const api = apiError(n);
     if (api?.err_code !== undefined) {
       const why = PERMANENT_JS_CODES[api.err_code];
-      if (why) return permanent(`JS_${api.err_code}`, why, api.description ?? message);
+      if (why)
+        return permanent(
+          `JS_${api.err_code}`,
+          why,
+          api.description ?? message,
+          DESTINATION_WIDE_JS_CODES.has(api.err_code),
+        );
       if (api.err_code === 10077 && STREAM_FULL.test(api.description ?? ''))
         return permanent('STREAM_FULL', 'the stream is full and discards new messages', api.description);
       return { class: 'transient', reason: `JS_${api.err_code}`, message: api.description ?? message };
@@ -115,7 +137,7 @@ export function classifyNatsError(e: unknown): Classified {
     if (n.name === 'InvalidArgumentError' && /max_payload/.test(n.message ?? ''))
       return permanent('MAX_PAYLOAD', "message larger than the server's max_payload", n.message);
     if (n.name && PERMANENT_CLIENT_NAMES[n.name])
-      return permanent(n.name, PERMANENT_CLIENT_NAMES[n.name]!, n.message);
+      return permanent(n.name, PERMANENT_CLIENT_NAMES[n.name]!, n.message, true);
   }
   // Transient: TimeoutError, ClosedConnectionError, ConnectionError, DrainingConnectionError,
   // JetStreamNotEnabled (no responders while a server restarts), AuthorizationError (the

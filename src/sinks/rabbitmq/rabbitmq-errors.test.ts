@@ -45,6 +45,17 @@ describe('classifyRabbitMqError', () => {
     expect(RABBITMQ_SINK_CODES.UNROUTABLE.permanent).toBe(true);
   });
 
+  it('a missing exchange or no permission on it is destination-wide (the exchange); unroutable, too large and nacks are not', () => {
+    const wide = (e: unknown) => classifyRabbitMqError(e).destinationWide === true;
+    expect(wide(new RabbitMqSinkError('NO_EXCHANGE', 'm'))).toBe(true);
+    expect(wide(closed(404, true))).toBe(true);
+    expect(wide(closed(403, true))).toBe(true);
+    expect(wide(closed(406, true))).toBe(false);
+    expect(wide(closed(404, false))).toBe(false);
+    expect(wide(new RabbitMqSinkError('UNROUTABLE', 'm'))).toBe(false);
+    expect(wide(new RabbitMqSinkError('NACKED', 'm'))).toBe(false);
+  });
+
   it("amqplib's RangeError for headers over its encoding buffer is permanent; socket errors are transient", () => {
     const e = new RangeError(
       'Encoded field table (headers or arguments) exceeds the 65536 byte encoding buffer',

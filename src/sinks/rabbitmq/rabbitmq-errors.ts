@@ -31,8 +31,13 @@ export class RabbitMqSinkError extends Error {
   }
 }
 
+/**
+ * destinationWide: the exchange as a whole refuses (every event to it would be refused), see
+ * Classified.destinationWide. UNROUTABLE is not: a binding may take another routing key of the
+ * same exchange, and a headers exchange routes by the message's headers.
+ */
 export const RABBITMQ_SINK_CODES: Readonly<
-  Record<RabbitMqSinkCode, { permanent: boolean; meaning: string }>
+  Record<RabbitMqSinkCode, { permanent: boolean; destinationWide?: true; meaning: string }>
 > = {
   UNROUTABLE: {
     permanent: true,
@@ -41,6 +46,7 @@ export const RABBITMQ_SINK_CODES: Readonly<
   },
   NO_EXCHANGE: {
     permanent: true,
+    destinationWide: true,
     meaning: 'the exchange does not exist (declare it, or fix --rabbitmq-exchange)',
   },
   INVALID_MESSAGE: {
@@ -62,6 +68,9 @@ export const PERMANENT_CHANNEL_CODES: Readonly<Record<number, string>> = {
   404: 'the exchange does not exist (NOT_FOUND)',
   406: 'the broker refused the message (PRECONDITION_FAILED, e.g. over max_message_size)',
 };
+
+/** Of those, the refusals of the exchange itself (its existence, the permission to publish to it). */
+const DESTINATION_WIDE_CHANNEL_CODES: ReadonlySet<number> = new Set([403, 404]);
 
 interface AmqpLikeError {
   name?: string;
@@ -89,13 +98,19 @@ export function classifyRabbitMqError(e: unknown): Classified {
         const inner = classifyRabbitMqError(a.cause);
         if (inner.class === 'permanent') return inner;
       }
-      return { class: c.permanent ? 'permanent' : 'transient', reason: a.code, message };
+      return {
+        class: c.permanent ? 'permanent' : 'transient',
+        reason: a.code,
+        message,
+        ...(c.destinationWide ? { destinationWide: true } : {}),
+      };
     }
     if (a.channelLevel === true && typeof a.code === 'number' && PERMANENT_CHANNEL_CODES[a.code])
       return {
         class: 'permanent',
         reason: `AMQP_${a.code}`,
         message: `${PERMANENT_CHANNEL_CODES[a.code]}: ${a.message}`,
+        ...(DESTINATION_WIDE_CHANNEL_CODES.has(a.code) ? { destinationWide: true } : {}),
       };
     if (a.name === 'RangeError' && /encoding buffer/.test(a.message ?? ''))
       return {

@@ -5,11 +5,16 @@ import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
+import { warnClassicQueues } from './management.ts';
 import { classifyRabbitMqError, RabbitMqSinkError } from './rabbitmq-errors.ts';
 
 export type RabbitMqSinkConfig = Pick<
   Config,
-  'rabbitmqUrl' | 'rabbitmqExchange' | 'rabbitmqMaxUnconfirmed' | 'rabbitmqTimeoutMs'
+  | 'rabbitmqUrl'
+  | 'rabbitmqExchange'
+  | 'rabbitmqMaxUnconfirmed'
+  | 'rabbitmqTimeoutMs'
+  | 'rabbitmqManagementUrl'
 >;
 
 /** One connection and its confirm channel; replaced as a whole when either closes or hangs. */
@@ -55,10 +60,17 @@ export class RabbitMqSink implements Sink {
     this.#log = log.child({ component: 'rabbitmq' });
   }
 
-  /** Preflight: the broker answers and a literal exchange exists. Templated exchanges are checked at first use. */
+  /**
+   * Preflight: the broker answers and a literal exchange exists (templated exchanges are checked at
+   * first use); with --rabbitmq-management-url, a warning for each classic queue bound to it.
+   */
   async start(): Promise<void> {
     await this.#open();
-    if (!this.#c.rabbitmqExchange.includes('{')) await this.#checkExchange(this.#c.rabbitmqExchange);
+    const x = this.#c.rabbitmqExchange;
+    if (x.includes('{')) return;
+    await this.#checkExchange(x);
+    const api = this.#c.rabbitmqManagementUrl;
+    if (api) await warnClassicQueues(this.#log, api, this.#c.rabbitmqUrl!, x, this.#c.rabbitmqTimeoutMs);
   }
 
   #url(): string {
@@ -166,11 +178,8 @@ export class RabbitMqSink implements Sink {
     );
     if (failures.length === 0) return;
     const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
-    if (
-      this.classify(first.error).reason === 'NO_EXCHANGE' ||
-      this.classify(first.error).reason === 'AMQP_404'
-    )
-      this.#exchanges.delete(first.item.exchange);
+    const reason = this.classify(first.error).reason;
+    if (reason === 'NO_EXCHANGE' || reason === 'AMQP_404') this.#exchanges.delete(first.item.exchange);
     throw first.error;
   }
 
@@ -244,6 +253,11 @@ export class RabbitMqSink implements Sink {
 
   classify(e: unknown): Classified {
     return classifyRabbitMqError(e);
+  }
+
+  /** A destination-wide refusal (no exchange, no permission) is the exchange's. */
+  destinationOf(m: OutboundMessage): string {
+    return exchangeFor(this.#c.rabbitmqExchange, m);
   }
 
   async stop(): Promise<void> {

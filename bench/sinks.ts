@@ -1,0 +1,151 @@
+/**
+ * The bench's NATS JetStream and RabbitMQ sections (issue 23): a throwaway server of each (the
+ * test harness's, never the machine's shared services), what the relay needs on it, how many
+ * messages a drain left there, and a live reader.
+ *
+ * What "ack time" is, per sink (the clock a live run stops):
+ * - NATS: the stream message's timestamp, which the server takes when it stores the message,
+ *   before it sends the PubAck (as Kafka's LogAppendTime is taken before the produce response).
+ *   Read back by an ordered consumer of the subject.
+ * - RabbitMQ: the confirm carries no time and a queue stamps none, so the clock stops when a
+ *   consumer of the bound queue (prefetch 1,000, auto-ack, on loopback) receives the message: an
+ *   upper bound of commit → confirm, by a delivery hop (the broker enqueues, confirms and delivers
+ *   the persistent message to a waiting consumer in the same round).
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type amqp from 'amqplib';
+import { ThrowawayNats } from '../test/support/nats-server.ts';
+import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
+import type { LiveReader } from './live.ts';
+
+export type SinkName = 'nats' | 'rabbitmq';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
+
+export interface BenchSink {
+  readonly name: SinkName;
+  /** How the relay reaches it (flags of `outbox-relay run`). */
+  readonly relayArgs: string[];
+  /** The server's process (CPU per event). */
+  brokerPid(): number | undefined;
+  /** Messages of aggregate type `type` stored since the last call (each call empties the destination). */
+  takeStored(type: string): Promise<number>;
+  liveReader(type: string): LiveReader;
+  stop(): Promise<void>;
+}
+
+const STREAM = 'OUTBOX';
+const subject = (type: string) => `outbox.event.${type}`;
+
+/**
+ * One file-backed stream over outbox.event.> with a 2-minute duplicate window (the relay's
+ * preflight asks for file storage and a window above its retry horizon). Every drain sends the
+ * same backlog (the same event ids): the stream is deleted and created again between drains, or
+ * its duplicate window would drop the next drain's messages instead of storing them.
+ */
+async function natsSink(): Promise<BenchSink> {
+  const server = await ThrowawayNats.start();
+  const create = () =>
+    server.addStream({
+      name: STREAM,
+      subjects: ['outbox.event.>'],
+      storage: 'file' as never,
+      duplicate_window: 120e9,
+    });
+  await create();
+  return {
+    name: 'nats',
+    relayArgs: ['--sink', 'nats', '--nats-servers', server.url],
+    brokerPid: () => server.pid,
+    async takeStored(type) {
+      const jsm = await jetstreamManager(await server.admin());
+      const n = (await jsm.streams.info(STREAM, { subjects_filter: subject(type) })).state.subjects?.[
+        subject(type)
+      ];
+      await jsm.streams.delete(STREAM);
+      await create();
+      return n ?? 0;
+    },
+    liveReader(type) {
+      let stop = async () => {};
+      return {
+        async start(onRecord) {
+          const c = await jetstream(await server.admin()).consumers.get(STREAM, {
+            filter_subjects: subject(type),
+          });
+          const messages = await c.consume();
+          const loop = (async () => {
+            for await (const m of messages) onRecord(Buffer.from(m.data), Number(m.timestampNanos) / 1e6);
+          })();
+          stop = async () => {
+            await messages.close();
+            await loop.catch(() => {});
+          };
+        },
+        stop: () => stop(),
+      };
+    },
+    stop: () => server.stop(),
+  };
+}
+
+/**
+ * A durable topic exchange `outbox` and, per aggregate type, a quorum queue bound to its routing
+ * key (quorum: what docs/sinks.md recommends, and what the relay's preflight does not warn about).
+ */
+async function rabbitSink(): Promise<BenchSink> {
+  const server = await ThrowawayRabbit.start();
+  const queues = new Set<string>();
+  const queueOf = async (type: string) => {
+    const q = `bench.${type}`;
+    if (!queues.has(q)) {
+      await server.exchangeWithQueue('outbox', q, subject(type), { arguments: { 'x-queue-type': 'quorum' } });
+      queues.add(q);
+    }
+    return q;
+  };
+  for (const t of ['Bulk', 'Txn', 'Live']) await queueOf(t);
+  return {
+    name: 'rabbitmq',
+    relayArgs: ['--sink', 'rabbitmq', '--rabbitmq-url', server.url, '--rabbitmq-exchange', 'outbox'],
+    brokerPid: () => {
+      try {
+        return server.beamPid();
+      } catch {
+        return undefined;
+      }
+    },
+    async takeStored(type) {
+      const q = await queueOf(type);
+      return server.withChannel(async (ch) => (await ch.purgeQueue(q)).messageCount);
+    },
+    liveReader(type) {
+      let ch: amqp.Channel | null = null;
+      return {
+        async start(onRecord) {
+          const q = await queueOf(type);
+          ch = await (await server.admin()).createChannel();
+          await ch.prefetch(1000);
+          await ch.consume(q, (m) => m && onRecord(m.content, performance.timeOrigin + performance.now()), {
+            noAck: true,
+          });
+        },
+        stop: async () => {
+          await ch?.close().catch(() => {});
+        },
+      };
+    },
+    stop: () => server.stop(),
+  };
+}
+
+/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server). */
+export function sinkInstalled(name: SinkName): boolean {
+  if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
+  return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
+}
+
+export function startBenchSink(name: SinkName): Promise<BenchSink> {
+  return name === 'nats' ? natsSink() : rabbitSink();
+}

@@ -1,0 +1,124 @@
+import type pg from 'pg';
+
+/**
+ * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
+ * sql/debezium/000001_side_tables.sql): the events of a Debezium outbox that could not be
+ * published, as the WAL carried them. The stream inserts them (debezium-side-store.ts); the side
+ * sweeper retries, kills and releases them; operators list and resend them. Statuses:
+ *   failed  → published (a retry went through) | failed (again, later) | dead (max attempts)
+ *   parked  → published (released in WAL order once its key has no failed or dead event before it)
+ *   dead    → failed (`events resend`, due now)
+ */
+export interface SideRow {
+  walPosition: string;
+  columns: Record<string, string | null>;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+  nextAttemptAt: Date | null;
+  createdAt: Date;
+}
+
+function toRow(r: Record<string, unknown>): SideRow {
+  return {
+    walPosition: String(r.wal_position),
+    columns: r.columns as Record<string, string | null>,
+    status: r.status as string,
+    attempts: r.attempts as number,
+    lastError: (r.last_error as string | null) ?? null,
+    nextAttemptAt: (r.next_attempt_at as Date | null) ?? null,
+    createdAt: r.created_at as Date,
+  };
+}
+
+/**
+ * Due work in WAL order: failed rows whose time has come, and parked rows whose key (the
+ * `keyColumn` value) has no failed or dead row before them.
+ */
+export async function dueSideRows(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  keyColumn: string,
+  limit: number,
+): Promise<SideRow[]> {
+  const r = await db.query(
+    `SELECT * FROM ${table} AS f
+      WHERE f.slot_name = $1
+        AND ((f.status = 'failed' AND f.next_attempt_at <= clock_timestamp())
+          OR (f.status = 'parked' AND NOT EXISTS (
+                SELECT 1 FROM ${table} AS h
+                 WHERE h.slot_name = f.slot_name AND h.status IN ('failed', 'dead')
+                   AND h.wal_position < f.wal_position
+                   AND h.columns ->> $2 IS NOT DISTINCT FROM f.columns ->> $2)))
+      ORDER BY f.wal_position
+      LIMIT $3`,
+    [slot, keyColumn, limit],
+  );
+  return r.rows.map(toRow);
+}
+
+export async function markSidePublished(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  walPosition: string,
+): Promise<void> {
+  await db.query(
+    `UPDATE ${table} SET status = 'published', published_at = clock_timestamp(), next_attempt_at = NULL
+      WHERE slot_name = $1 AND wal_position = $2 AND status IN ('failed', 'parked')`,
+    [slot, walPosition],
+  );
+}
+
+/** A retry refused again: due after `retryInMs`, or dead (retryInMs null). */
+export async function markSideFailed(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  walPosition: string,
+  error: string,
+  retryInMs: number | null,
+): Promise<void> {
+  await db.query(
+    `UPDATE ${table}
+        SET attempts = attempts + 1, last_error = $3,
+            status = CASE WHEN $4::float8 IS NULL THEN 'dead' ELSE 'failed' END,
+            next_attempt_at = CASE WHEN $4::float8 IS NULL THEN NULL
+                                   ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END
+      WHERE slot_name = $1 AND wal_position = $2 AND status IN ('failed', 'parked')`,
+    [slot, walPosition, error, retryInMs],
+  );
+}
+
+/** `events resend` in the preset: failed and dead rows due now; the number changed. */
+export async function resendSideRows(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  walPositions: readonly string[],
+  resetAttempts: boolean,
+): Promise<number> {
+  const r = await db.query(
+    `UPDATE ${table}
+        SET status = 'failed', next_attempt_at = clock_timestamp()${resetAttempts ? ', attempts = 0' : ''}
+      WHERE slot_name = $1 AND wal_position = ANY($2::bigint[]) AND status IN ('failed', 'dead')`,
+    [slot, walPositions],
+  );
+  return r.rowCount ?? 0;
+}
+
+/** `events list` in the preset: the side table's rows in these statuses, in WAL order. */
+export async function listSideRows(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  statuses: readonly string[],
+  limit: number,
+): Promise<SideRow[]> {
+  const r = await db.query(
+    `SELECT * FROM ${table} WHERE slot_name = $1 AND status = ANY($2::text[]) ORDER BY wal_position LIMIT $3`,
+    [slot, statuses, limit],
+  );
+  return r.rows.map(toRow);
+}

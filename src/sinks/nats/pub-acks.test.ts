@@ -1,0 +1,123 @@
+import { jetstream } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ThrowawayNats } from '../../../test/support/nats-server.ts';
+import { classifyNatsError } from './nats-errors.ts';
+import { PubAcks } from './pub-acks.ts';
+
+/**
+ * The fast path against the library it replaces, on a throwaway nats-server: the same PubAck, the
+ * same errors (as the classifier sees them) for a stored, a duplicate, a refused (full stream, too
+ * large for the stream) and an unanswered (no stream) publish, and a timeout.
+ */
+let server: ThrowawayNats;
+let nc: NatsConnection;
+let acks: PubAcks;
+
+const msgId = (id: string) => {
+  const h = headers();
+  h.set('x-row', 'r');
+  h.set('Nats-Msg-Id', id);
+  return h;
+};
+
+/** What a publish came to, as the sink sees it: the PubAck's fields, or the error's class and reason. */
+async function outcome(p: Promise<{ stream: string; seq: number; duplicate: boolean }>) {
+  try {
+    const a = await p;
+    return { stream: a.stream, seq: a.seq, duplicate: a.duplicate };
+  } catch (e) {
+    const c = classifyNatsError(e);
+    return { class: c.class, reason: c.reason, name: (e as Error).name };
+  }
+}
+
+beforeAll(async () => {
+  server = await ThrowawayNats.start();
+  await server.addStream({
+    name: 'PA',
+    subjects: ['pa.ok'],
+    storage: 'file' as never,
+    duplicate_window: 60e9,
+  });
+  await server.addStream({
+    name: 'PA_FULL',
+    subjects: ['pa.full'],
+    storage: 'file' as never,
+    max_msgs: 1,
+    discard: 'new' as never,
+  });
+  await server.addStream({
+    name: 'PA_SMALL',
+    subjects: ['pa.small'],
+    storage: 'file' as never,
+    max_msg_size: 64,
+  });
+  nc = await connect({ servers: server.url, noAsyncTraces: true });
+  acks = new PubAcks(nc, 2000);
+}, 60_000);
+
+afterAll(async () => {
+  acks?.close();
+  await nc?.close();
+  await server?.stop();
+});
+
+describe('PubAcks', () => {
+  it('answers as jetstream.publish() does: stored, duplicate, full, too large, no stream', async () => {
+    const js = jetstream(nc, { timeout: 2000 });
+    const lib = (subject: string, id: string, size = 8) =>
+      outcome(
+        js.publish(subject, new Uint8Array(size), {
+          msgID: id,
+          headers: (() => {
+            const h = headers();
+            h.set('x-row', 'r');
+            return h;
+          })(),
+        }),
+      );
+    const fast = (subject: string, id: string, size = 8) =>
+      outcome(acks.publish(subject, new Uint8Array(size), msgId(id)));
+
+    expect(await lib('pa.ok', 'a')).toEqual({ stream: 'PA', seq: 1, duplicate: false });
+    expect(await fast('pa.ok', 'b')).toEqual({ stream: 'PA', seq: 2, duplicate: false });
+    expect(await lib('pa.ok', 'b')).toEqual({ stream: 'PA', seq: 2, duplicate: true });
+    expect(await fast('pa.ok', 'a')).toEqual({ stream: 'PA', seq: 1, duplicate: true });
+
+    await fast('pa.full', 'f1');
+    const fullLib = await lib('pa.full', 'f2');
+    expect(fullLib).toMatchObject({ class: 'permanent', reason: 'STREAM_FULL' });
+    expect(await fast('pa.full', 'f3')).toEqual(fullLib);
+
+    const bigLib = await lib('pa.small', 's1', 200);
+    expect(bigLib).toMatchObject({ class: 'permanent', reason: 'JS_10054' });
+    expect(await fast('pa.small', 's2', 200)).toEqual(bigLib);
+
+    const noneLib = await lib('pa.nobody', 'n1');
+    expect(noneLib).toMatchObject({ class: 'transient', name: 'JetStreamNotEnabled' });
+    expect(await fast('pa.nobody', 'n2')).toEqual(noneLib);
+  });
+
+  it('a server that does not answer: TimeoutError (transient) after the timeout, and the next publish works', async () => {
+    const quick = new PubAcks(nc, 300);
+    server.freeze();
+    try {
+      const t0 = Date.now();
+      expect(await outcome(quick.publish('pa.ok', new Uint8Array(1), msgId('t1')))).toMatchObject({
+        class: 'transient',
+        name: 'TimeoutError',
+      });
+      expect(Date.now() - t0).toBeLessThan(2000);
+    } finally {
+      server.thaw();
+    }
+    expect(await outcome(quick.publish('pa.ok', new Uint8Array(1), msgId('t2')))).toMatchObject({
+      stream: 'PA',
+    });
+    quick.close();
+    expect(await outcome(quick.publish('pa.ok', new Uint8Array(1), msgId('t3')))).toMatchObject({
+      class: 'transient',
+    });
+  });
+});

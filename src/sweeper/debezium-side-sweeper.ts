@@ -1,0 +1,168 @@
+import type { Config } from '../config/load.ts';
+import { errorMessage } from '../errors.ts';
+import type { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
+import {
+  dueSideRows,
+  markSideFailed,
+  markSidePublished,
+  type SideRow,
+} from '../lifecycle/debezium-side-table.ts';
+import { failureBackoff, formatError } from '../lifecycle/failure-policy.ts';
+import type { Logger } from '../observability/logger.ts';
+import { columnsEvent, columnsModeOf } from '../replication/columns-tuple.ts';
+import { sleep } from '../retry/backoff.ts';
+import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
+import { type DebeziumRoute, routeDebezium } from '../route/debezium/route.ts';
+import type { OutboundMessage } from '../route/event.ts';
+import type { Sink } from '../sinks/sink.ts';
+import { tableColumns } from '../store/table-columns.ts';
+
+export interface SideSweeperDeps {
+  config: Config;
+  sink: Sink;
+  store: DebeziumSideStore;
+  log: Logger;
+}
+
+/**
+ * The Debezium preset's sweeper: the failure lifecycle of the side table
+ * (lifecycle/debezium-side-table.ts). Every --sweep-interval-ms, in WAL order: a failed event
+ * whose time has come is routed again from the columns the WAL carried (the same bytes the
+ * stream would have written) and published; refused again, it is due again after the back-off,
+ * or dead after --max-attempts (copied to --dead-letter-topic when set, with the x-dlq-*
+ * headers). A parked event is released once its key has no failed or dead event before it. A
+ * transient broker failure ends the round; nothing is counted against the event.
+ *
+ * start() / stop() as the relay's Sweeper: one round at a time; stop() aborts and waits.
+ */
+export class DebeziumSideSweeper {
+  readonly #d: SideSweeperDeps;
+  readonly #routing: DebeziumRouting;
+  #route: DebeziumRoute | null = null;
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+
+  constructor(deps: SideSweeperDeps, routing: DebeziumRouting) {
+    this.#d = deps;
+    this.#routing = routing;
+  }
+
+  start(): void {
+    if (this.#loop) return;
+    this.#abort = new AbortController();
+    const signal = this.#abort.signal;
+    this.#loop = (async () => {
+      while (!signal.aborted) {
+        try {
+          await this.sweepOnce(signal);
+        } catch (e) {
+          this.#d.log.warn({ err: errorMessage(e) }, 'side table sweep failed; trying again next round');
+        }
+        await sleep(this.#d.config.sweepIntervalMs, signal).catch(() => {});
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop?.catch(() => {});
+    this.#loop = null;
+  }
+
+  /** One round; the number of events published. */
+  async sweepOnce(signal: AbortSignal = new AbortController().signal): Promise<number> {
+    const c = this.#d.config;
+    const { store } = this.#d;
+    this.#route ??= {
+      routing: this.#routing,
+      table: { schema: c.schema, table: c.table },
+      columns: await tableColumns(store.db, c.schema, c.table),
+      state: { runId: crypto.randomUUID() },
+    };
+    const key = this.#routing.fieldEventKey ?? this.#routing.routeByField;
+    const rows = await dueSideRows(store.db, store.failedTable, c.slot, key, c.sweepBatchSize);
+    let published = 0;
+    for (const row of rows) {
+      if (signal.aborted) break;
+      const outcome = await this.#retry(row);
+      if (outcome === 'transient') break;
+      if (outcome === 'published') published++;
+    }
+    return published;
+  }
+
+  async #retry(row: SideRow): Promise<'published' | 'failed' | 'transient'> {
+    const c = this.#d.config;
+    const { store, sink, log } = this.#d;
+    const event = columnsEvent(
+      row.columns,
+      columnsModeOf(this.#routing),
+      BigInt(row.walPosition),
+      0n,
+      Date.now(),
+      0,
+    );
+    let message: OutboundMessage;
+    try {
+      message = routeDebezium(event, this.#route!);
+    } catch (e) {
+      await this.#failed(row, { class: 'permanent', reason: 'ROW_INVALID', message: errorMessage(e) }, null);
+      return 'failed';
+    }
+    try {
+      await sink.publish([message]);
+    } catch (e) {
+      const cls = sink.classify(e);
+      if (cls.class === 'transient') {
+        log.info({ err: cls.message, wal_position: row.walPosition }, 'side table retry: broker unavailable');
+        return 'transient';
+      }
+      await this.#failed(row, cls, message);
+      return 'failed';
+    }
+    await markSidePublished(store.db, store.failedTable, c.slot, row.walPosition);
+    log.info(
+      { wal_position: row.walPosition, topic: message.topic, event_id: event.eventId },
+      'event published',
+    );
+    return 'published';
+  }
+
+  async #failed(
+    row: SideRow,
+    error: { class: 'permanent' | 'transient'; reason: string; message: string },
+    message: OutboundMessage | null,
+  ): Promise<void> {
+    const c = this.#d.config;
+    const { store, sink, log } = this.#d;
+    const attempts = row.attempts + 1;
+    const dead = attempts >= c.maxAttempts;
+    if (dead && c.deadLetterTopic && message) {
+      const copy: OutboundMessage = {
+        ...message,
+        topic: c.deadLetterTopic,
+        headers: {
+          ...message.headers,
+          'x-dlq-reason': `${error.reason}: ${error.message}`.slice(0, 1000),
+          'x-dlq-attempts': String(attempts),
+          'x-dlq-original-topic': message.topic,
+          'x-dlq-failed-at': new Date().toISOString(),
+        },
+      };
+      delete copy.partition;
+      await sink.publish([copy]);
+    }
+    await markSideFailed(
+      store.db,
+      store.failedTable,
+      c.slot,
+      row.walPosition,
+      formatError(error),
+      dead ? null : failureBackoff(c, attempts),
+    );
+    log.warn(
+      { wal_position: row.walPosition, attempts, err: error.message },
+      dead ? 'event dead (side table)' : 'event failed again (side table)',
+    );
+  }
+}
