@@ -9,7 +9,7 @@ process.env.NODE_COMPILE_CACHE ??= fileURLToPath(new URL('./.tmp/node-compile-ca
 
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'chaos/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'chaos/**/*.test.ts', 'bench/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/setup.ts'],
     testTimeout: 120_000,

@@ -26,11 +26,12 @@ import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
-import { createLogAppendTopic, measureLive } from './live.ts';
+import { measureLive } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet } from './proc.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
 import { type Dist, median, us } from './stats.ts';
+import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values } = parseArgs({
@@ -97,10 +98,7 @@ async function main() {
     if (broker) {
       const admin = broker.client('ab').admin();
       await admin.connect();
-      await admin.createTopics({
-        topics: [{ topic: 'outbox.event.Bulk', numPartitions: 3 }],
-        waitForLeaders: true,
-      });
+      await createTopic(admin, 'outbox.event.Bulk');
       await admin.disconnect();
       await drainRelay(server.url, ctx, 'warm', end, args, cli(variants.b));
     }

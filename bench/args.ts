@@ -11,6 +11,7 @@ const { values } = parseArgs({
     'big-rows': { type: 'string', default: '200000' },
     'live-rate': { type: 'string', default: '2000' },
     'live-seconds': { type: 'string', default: '60' },
+    'live-runs': { type: 'string', default: '5' },
     'ramp-rates': { type: 'string', default: '2000,4000,6000,8000,12000' },
     'ramp-seconds': { type: 'string', default: '8' },
     peer: { type: 'string', default: '' },
@@ -61,6 +62,8 @@ export const args = {
   bigRows: int('big-rows'),
   liveRate: int('live-rate'),
   liveSeconds: int('live-seconds'),
+  /** Live runs, each a floors pass and a relay pass (alternating which goes first). */
+  liveRuns: Math.max(1, int('live-runs')),
   rampRates: values['ramp-rates']
     ? values['ramp-rates']
         .split(',')

@@ -7,12 +7,15 @@
  *   3. PostgreSQL's CPU per event during each drain, split into the walsender's decoding and the
  *      relay's own statements (the progress record, relay state) and background processes;
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
- *      then a short ramp for the highest rate where lag stays bounded;
+ *      in 5 runs (--live-runs), each beside a pass of the floors (bench/floors.ts: PostgreSQL's
+ *      commit → receipt and Kafka's send → ack alone, same rate), then a short ramp for the
+ *      highest rate where lag stays bounded, pg_recvlogical under the same writer at each step;
  *   5. peak RSS relaying one 200,000-row transaction;
  *   6. compression: the bulk drain into Kafka per codec (--compression, default every codec;
  *      '' skips it): drain ÷ pg_recvlogical and ÷ none, relay CPU and stored bytes per event;
  *   7. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
- *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency;
+ *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency,
+ *      with its defaults and tuned for throughput (bench/debezium.ts DEBEZIUM_TUNING);
  *   8. NATS JetStream and RabbitMQ (issue 23; throwaway servers of their own, bench/sinks.ts): the
  *      bulk drain in the same rounds as pg_recvlogical and Kafka, and live commit → ack at the same
  *      rate, one relay at a time after Kafka's. By default where their servers are installed;
@@ -21,7 +24,7 @@
  * The last line printed is one JSON object with every figure.
  *
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
- *                     --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
+ *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
  *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq]
  */
 import { copyFileSync, existsSync } from 'node:fs';
@@ -36,36 +39,29 @@ import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
-import { createLogAppendTopic, measureLive, measureLiveWith, ramp } from './live.ts';
-import { runDebezium } from './peer.ts';
+import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
+import { measureLive, measureLiveWith, ramp } from './live.ts';
+import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
-import { drainRecvlogical } from './recvlogical.ts';
+import { drainRecvlogical, recvlogicalRampStep } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
-import { type BulkRound, type CodecResult, Report, type SinkLive, type TxnRound } from './report.ts';
+import {
+  type BulkRound,
+  type CodecResult,
+  type LiveRun,
+  Report,
+  type SinkLive,
+  type TxnRound,
+} from './report.ts';
 import { type BenchSink, startBenchSink } from './sinks.ts';
+import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PUBLICATION = 'outbox_pub';
 
 async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
-}
-
-/**
- * A 3-partition topic, once every partition has a leader. Not kafkajs' waitForLeaders: on a busy
- * machine its first metadata request can come before the broker knows the topic
- * (UNKNOWN_TOPIC_OR_PARTITION), which it does not retry.
- */
-async function createTopic(admin: Admin, topic: string): Promise<void> {
-  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: false });
-  for (let i = 0; ; i++) {
-    const md = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => null);
-    const parts = md?.topics[0]?.partitions ?? [];
-    if (parts.length === 3 && parts.every((p) => p.leader >= 0)) return;
-    if (i > 300) throw new Error(`topic ${topic}: no leaders after 30 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
@@ -130,7 +126,7 @@ async function main() {
       'b_kafka_warm',
       ...rounds.flatMap((r) => a.compression.map((codec) => `c_${codec}_${r}`)),
       ...sinks.flatMap((s) => [`b_${s.name}_warm`, ...rounds.map((r) => `b_${s.name}_${r}`)]),
-      ...(a.peer ? ['b_debezium'] : []),
+      ...(a.peer ? ['b_debezium', 'b_debezium_tuned'] : []),
     ]);
     let t0 = performance.now();
     await insertBulk(db, 'Bulk', a.rows, a.txnRows);
@@ -239,58 +235,106 @@ async function main() {
       report.txn(a.txnBacklog, txn);
     }
 
-    // 3. The peer, on the same backlogs (its slot was created with ours), then live.
+    // 3. The peer, on the same backlogs (its slots were created with ours), then live: with its
+    // defaults, then tuned for throughput (DEBEZIUM_TUNING), each on a slot of its own.
     if (a.peer) {
-      const peer = await runDebezium({
-        dir: join(ROOT, '.tmp', `bench-debezium-${process.pid}`),
-        server,
-        db,
-        kafka,
-        admin,
-        bootstrap: broker.bootstrap,
-        brokerPid: broker.pidOf(1) ?? undefined,
-        slot: 'b_debezium',
-        rows: a.rows,
-        txnBacklog: a.txnBacklog,
-        liveRate: a.liveRate,
-        liveSeconds: a.liveSeconds,
-        pollIntervalMs: a.debeziumPollMs,
-        cleanup,
-      });
-      report.peer(peer);
+      const peers: PeerResult[] = [];
+      for (const tuned of [false, true])
+        peers.push(
+          await runDebezium({
+            dir: join(ROOT, '.tmp', `bench-debezium-${process.pid}${tuned ? '-tuned' : ''}`),
+            server,
+            db,
+            kafka,
+            admin,
+            bootstrap: broker.bootstrap,
+            brokerPid: broker.pidOf(1) ?? undefined,
+            slot: tuned ? 'b_debezium_tuned' : 'b_debezium',
+            rows: a.rows,
+            txnBacklog: a.txnBacklog,
+            liveRate: a.liveRate,
+            liveSeconds: a.liveSeconds,
+            pollIntervalMs: a.debeziumPollMs,
+            tuned,
+            cleanup,
+          }),
+        );
+      report.peer(peers[0]!, peers[1]!);
     }
 
-    // 4. Live, then the ramp, on one relay streaming from a fresh slot.
+    // 4. Live, then the ramp, on one relay streaming from a fresh slot: --live-runs runs, each a
+    // relay pass and a floors pass (bench/floors.ts) in alternating order, each with its own
+    // warm-up; a topic per relay pass (its consumer reads it from the beginning).
     if (a.liveSeconds > 0) {
       await createSlots(db, ['live']);
-      await createLogAppendTopic(admin, 'outbox.event.Live');
-      await admin.createTopics({
-        topics: [{ topic: 'outbox.event.Ramp', numPartitions: 3 }],
-        waitForLeaders: true,
-      });
+      await createFloorTable(db);
+      await createTopic(admin, FLOOR_TOPIC);
+      await createTopic(admin, 'outbox.event.Ramp');
       const relay = startRelay(server.url, 'live', kafkaArgs);
       cleanup.push(relay.stop);
       await relay.streaming;
-      const cpu0 = cpuSeconds(relay.child.pid!);
-      const live = await measureLive(
-        kafka,
-        server.url,
-        'outbox.event.Live',
-        'Live',
-        a.liveRate,
-        a.liveSeconds,
-        jitQuiet([broker.pidOf(1) ?? 0].filter(Boolean)),
-      );
-      const liveCpu = cpuSeconds(relay.child.pid!) - cpu0;
-      report.live(a.liveRate, a.liveSeconds, live, liveCpu);
+      const brokerPid = broker.pidOf(1) ?? undefined;
+      const floors = await Floors.start({
+        db,
+        url: server.url,
+        bootstrap: broker.bootstrap,
+        brokerPid,
+        slot: 'floor_live',
+        rate: a.liveRate,
+        seconds: a.liveSeconds,
+        tmpDir: brokerDir,
+      });
+      cleanup.push(() => floors.stop());
+      const runs: LiveRun[] = [];
+      for (let i = 0; i < a.liveRuns; i++) {
+        const floorFirst = i % 2 === 1;
+        const relayPass = async () => {
+          await createLogAppendTopic(admin, `outbox.event.Live${i}`);
+          const cpu0 = cpuSeconds(relay.child.pid!);
+          const live = await measureLive(
+            kafka,
+            server.url,
+            `outbox.event.Live${i}`,
+            `Live${i}`,
+            a.liveRate,
+            a.liveSeconds,
+            jitQuiet([brokerPid ?? 0].filter(Boolean)),
+          );
+          return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
+        };
+        const floorPass = () => floors.measure(i);
+        const floor = floorFirst ? await floorPass() : undefined;
+        const r = await relayPass();
+        runs.push({ relay: r.live, relayCpu: r.cpu, floor: floor ?? (await floorPass()), floorFirst });
+        report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
+      }
+      await floors.stop();
+      report.live(a.liveRate, a.liveSeconds, runs);
       if (a.rampRates.length) {
-        const steps = await ramp(admin, server.url, 'outbox.event.Ramp', 'Ramp', a.rampRates, a.rampSeconds);
-        report.ramp(steps, a.rampSeconds);
+        const steps = await ramp(
+          admin,
+          server.url,
+          'outbox.event.Ramp',
+          'Ramp',
+          a.rampRates,
+          a.rampSeconds,
+          (rate) =>
+            recvlogicalRampStep({
+              server,
+              db,
+              slot: `floor_ramp_${rate}`,
+              publication: FLOOR_PUBLICATION,
+              insert: FLOOR_INSERT,
+              rate,
+              seconds: a.rampSeconds,
+            }),
+        );
+        report.ramp(steps.relay, steps.alongside, a.rampSeconds);
       }
       await relay.stop();
       await dropSlot(db, 'live');
       // Each broker sink on a relay of its own, from a fresh slot, at the same rate.
-      const runs: SinkLive[] = [];
+      const sinkRuns: SinkLive[] = [];
       for (const s of sinks) {
         const slot = `live_${s.name}`;
         const type = `Live${s.name[0]!.toUpperCase()}${s.name.slice(1)}`;
@@ -300,20 +344,17 @@ async function main() {
         await r.streaming;
         const c0 = cpuSeconds(r.child.pid!);
         const live = await measureLiveWith(s.liveReader(type), server.url, type, a.liveRate, a.liveSeconds);
-        runs.push({ name: s.name, live, relayCpu: cpuSeconds(r.child.pid!) - c0 });
+        sinkRuns.push({ name: s.name, live, relayCpu: cpuSeconds(r.child.pid!) - c0 });
         await r.stop();
         await dropSlot(db, slot);
       }
-      report.sinksLive(a.liveRate, a.liveSeconds, runs);
+      report.sinksLive(a.liveRate, a.liveSeconds, sinkRuns);
     }
 
     // 5. One big transaction.
     if (a.bigRows > 0) {
       await createSlots(db, ['big']);
-      await admin.createTopics({
-        topics: [{ topic: 'outbox.event.Big', numPartitions: 3 }],
-        waitForLeaders: true,
-      });
+      await createTopic(admin, 'outbox.event.Big');
       await resetStatus(db);
       t0 = performance.now();
       await insertBulk(db, 'Big', a.bigRows, a.bigRows);

@@ -15,19 +15,6 @@ import { type Dist, distribution } from './stats.ts';
 
 const now = () => performance.timeOrigin + performance.now();
 
-export async function createLogAppendTopic(admin: Admin, topic: string, partitions = 3): Promise<void> {
-  await admin.createTopics({
-    topics: [
-      {
-        topic,
-        numPartitions: partitions,
-        configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }],
-      },
-    ],
-    waitForLeaders: true,
-  });
-}
-
 /**
  * The warm-up before the measured writes: at least `minSeconds`, then on until `settled()` (asked
  * every second from the start) or `maxSeconds`.
@@ -45,10 +32,12 @@ export async function paceWriter(
   seconds: number,
   onCommit: (seq: number, at: number) => void = () => {},
   warm?: WarmUp,
-): Promise<{ written: number; seconds: number; warmed: number; warmSeconds: number }> {
+  insert: { name: string; text: string } = { name: 'single', text: SINGLE },
+): Promise<{ written: number; seconds: number; warmed: number; warmSeconds: number; warmedAt: number }> {
   const measured = Math.round(rate * seconds);
   let warmed = warm ? -1 : 0;
   let warmSeconds = 0;
+  let warmedAt = now();
   let total = warm ? Math.round(rate * warm.minSeconds) + measured : measured;
   const conns = Math.max(4, Math.ceil(rate / 1000));
   const clients = await Promise.all(
@@ -70,6 +59,7 @@ export async function paceWriter(
       if (elapsed >= warm.minSeconds && (settled || elapsed >= warm.maxSeconds)) {
         warmed = next;
         warmSeconds = elapsed;
+        warmedAt = now();
         total = warmed + measured;
         clearInterval(check);
       } else total = Math.max(total, next + Math.round(rate * 2) + measured);
@@ -82,8 +72,7 @@ export async function paceWriter(
           const wait = due - performance.now();
           if (wait > 1) await sleep(wait);
           const r = await c.query({
-            name: 'single',
-            text: SINGLE,
+            ...insert,
             values: [type, `agg-${i % 1000}`, payload(i)],
           });
           if (r.rowCount !== 1) throw new Error('live insert inserted nothing');
@@ -96,7 +85,7 @@ export async function paceWriter(
   }
   const took = (performance.now() - start) / 1000;
   await Promise.all(clients.map((c) => c.end()));
-  return { written: total, seconds: took, warmed: Math.max(0, warmed), warmSeconds };
+  return { written: total, seconds: took, warmed: Math.max(0, warmed), warmSeconds, warmedAt };
 }
 
 export type LiveResult = {
@@ -253,9 +242,11 @@ export type RampStep = {
 
 /**
  * The highest steady rate where lag stays bounded: each step writes at `rate` for `seconds` while
- * the topic's high watermarks are sampled every 250 ms; lag = committed − stored. A step is
- * bounded when the writer kept up (≥ 90 % of the rate), the lag of the step's second half is not
- * above its first half's plus 0.25 s of events, and 1 s after the writer stops every event is stored.
+ * the lag is sampled every 250 ms (here: commits − records the topic's high watermarks hold).
+ * A step is bounded when the writer kept up (≥ 90 % of the rate), the lag of the step's second
+ * half is not above its first half's plus 0.25 s of events, and 1 s after the writer stops every
+ * event is through. With `alongside` (pg_recvlogical under the same writer: bench/recvlogical.ts),
+ * each rate is also run by it, right after the relay's step, until its own first unbounded step.
  */
 export async function ramp(
   admin: Admin,
@@ -264,38 +255,79 @@ export async function ramp(
   type: string,
   rates: number[],
   seconds: number,
-): Promise<RampStep[]> {
-  const stored = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
-  const steps: RampStep[] = [];
+  alongside?: (rate: number) => Promise<RampStep>,
+): Promise<{ relay: RampStep[]; alongside: RampStep[] }> {
+  const relay: RampStep[] = [];
+  const other: RampStep[] = [];
   for (const rate of rates) {
-    const base = await stored();
-    let committed = 0;
-    const lags: { t: number; lag: number }[] = [];
-    let writing = true;
-    const t0 = performance.now();
-    const sampler = (async () => {
-      while (writing) {
-        await sleep(250);
-        lags.push({ t: performance.now() - t0, lag: committed - ((await stored()) - base) });
-      }
-    })();
-    const w = await paceWriter(url, type, rate, seconds, () => {
-      committed++;
-    });
-    writing = false;
-    await sampler;
-    await sleep(1000);
-    const lagAfter1s = committed - ((await stored()) - base);
-    const half = (seconds * 1000) / 2;
-    const first = Math.max(0, ...lags.filter((l) => l.t <= half).map((l) => l.lag));
-    const second = Math.max(0, ...lags.filter((l) => l.t > half).map((l) => l.lag));
-    const achieved = w.written / w.seconds;
-    const bounded = achieved >= rate * 0.9 && second <= first + rate * 0.25 && lagAfter1s <= 0;
-    steps.push({ rate, achieved, maxLag: Math.max(first, second), lagAfter1s, bounded });
-    // Let a lagging step finish before the next one.
-    const deadline = Date.now() + 30_000;
-    while (committed > (await stored()) - base && Date.now() < deadline) await sleep(200);
-    if (!bounded) break;
+    const relayOn = relay.at(-1)?.bounded !== false;
+    const otherOn = alongside !== undefined && other.at(-1)?.bounded !== false;
+    if (!relayOn && !otherOn) break;
+    if (relayOn) relay.push(await relayStep(admin, url, topic, type, rate, seconds));
+    if (otherOn) other.push(await alongside(rate));
   }
-  return steps;
+  return { relay, alongside: other };
+}
+
+async function relayStep(
+  admin: Admin,
+  url: string,
+  topic: string,
+  type: string,
+  rate: number,
+  seconds: number,
+): Promise<RampStep> {
+  const stored = async () => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+  const base = await stored();
+  let committed = 0;
+  const lagNow = async () => committed - ((await stored()) - base);
+  const step = await pacedStep(rate, seconds, lagNow, () =>
+    paceWriter(url, type, rate, seconds, () => committed++),
+  );
+  // Let a lagging step finish before the next one.
+  const deadline = Date.now() + 30_000;
+  while ((await lagNow()) > 0 && Date.now() < deadline) await sleep(200);
+  return step;
+}
+
+/**
+ * One ramp step: `write` runs the paced writer while `lag` (events not yet through) is sampled
+ * every 250 ms; the bounded rule above.
+ */
+export async function pacedStep(
+  rate: number,
+  seconds: number,
+  lag: () => Promise<number>,
+  write: () => Promise<{ written: number; seconds: number }>,
+): Promise<RampStep> {
+  const lags: { t: number; lag: number }[] = [];
+  let writing = true;
+  const t0 = performance.now();
+  const sampler = (async () => {
+    while (writing) {
+      await sleep(250);
+      lags.push({ t: performance.now() - t0, lag: await lag() });
+    }
+  })();
+  const w = await write();
+  writing = false;
+  await sampler;
+  await sleep(1000);
+  const lagAfter1s = Math.max(0, await lag());
+  return boundedStep(rate, seconds, w.written / w.seconds, lags, lagAfter1s);
+}
+
+/** The bounded rule, pure: `lags` sampled through the step (t in ms from its start). */
+export function boundedStep(
+  rate: number,
+  seconds: number,
+  achieved: number,
+  lags: { t: number; lag: number }[],
+  lagAfter1s: number,
+): RampStep {
+  const half = (seconds * 1000) / 2;
+  const first = Math.max(0, ...lags.filter((l) => l.t <= half).map((l) => l.lag));
+  const second = Math.max(0, ...lags.filter((l) => l.t > half).map((l) => l.lag));
+  const bounded = achieved >= rate * 0.9 && second <= first + rate * 0.25 && lagAfter1s <= 0;
+  return { rate, achieved, maxLag: Math.round(Math.max(first, second)), lagAfter1s, bounded };
 }

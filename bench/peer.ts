@@ -6,12 +6,14 @@
 import type { Admin, Kafka } from 'kafkajs';
 import type pg from 'pg';
 import type { ThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
-import { DEBEZIUM_VERSION, startDebezium } from './debezium.ts';
-import { createLogAppendTopic, type LiveResult, measureLive } from './live.ts';
+import { DEBEZIUM_TUNING, DEBEZIUM_VERSION, startDebezium } from './debezium.ts';
+import { type LiveResult, measureLive } from './live.ts';
 import { jitQuiet, sleep } from './proc.ts';
+import { createLogAppendTopic } from './topics.ts';
 
 export type PeerResult = {
   version: string;
+  tuned: boolean;
   startupSeconds: number;
   bulkSeconds: number;
   txnSeconds: number;
@@ -50,6 +52,8 @@ export async function runDebezium(o: {
   liveRate: number;
   liveSeconds: number;
   pollIntervalMs: number | null;
+  /** Throughput tuning (DEBEZIUM_TUNING); its live run uses a topic of its own. */
+  tuned: boolean;
   cleanup: (() => Promise<unknown>)[];
 }): Promise<PeerResult> {
   const baseBulk = await stored(o.admin, 'outbox.event.Bulk');
@@ -62,6 +66,7 @@ export async function runDebezium(o: {
     slot: o.slot,
     publication: 'dbz_pub',
     pollIntervalMs: o.pollIntervalMs,
+    ...(o.tuned ? { tuning: DEBEZIUM_TUNING } : {}),
     log: (line) => console.log(line),
   });
   o.cleanup.push(dbz.stop);
@@ -85,12 +90,13 @@ export async function runDebezium(o: {
     const cpu2 = dbz.cpuSeconds();
     let live: LiveResult | null = null;
     if (o.liveSeconds > 0) {
-      await createLogAppendTopic(o.admin, 'outbox.event.DbzLive');
+      const type = o.tuned ? 'DbzTunedLive' : 'DbzLive';
+      await createLogAppendTopic(o.admin, `outbox.event.${type}`);
       live = await measureLive(
         o.kafka,
         o.server.url,
-        'outbox.event.DbzLive',
-        'DbzLive',
+        `outbox.event.${type}`,
+        type,
         o.liveRate,
         o.liveSeconds,
         jitQuiet([dbz.pid, ...(o.brokerPid ? [o.brokerPid] : [])]),
@@ -98,6 +104,7 @@ export async function runDebezium(o: {
     }
     return {
       version: DEBEZIUM_VERSION,
+      tuned: o.tuned,
       startupSeconds: (started - spawned) / 1000,
       bulkSeconds: (bulkDone - started) / 1000,
       txnSeconds: (txnDone - bulkDone) / 1000,

@@ -47,6 +47,9 @@ export function startRelay(
       slot,
       '--log-format',
       'json',
+      // No /metrics unless asked for (the soak): two benches, or anyone's relay on the default
+      // port, must not fail a run (EADDRINUSE 9464).
+      ...(args.includes('--http-port') ? [] : ['--no-http']),
       ...args,
       ...extra,
     ],

@@ -3,12 +3,14 @@
  * its ratio), and at the end one JSON line with every figure for scripts.
  */
 
+import { DEBEZIUM_TUNING, tuningText } from './debezium.ts';
+import type { FloorResult } from './floors.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveResult, type RampStep } from './live.ts';
 import type { PeerResult } from './peer.ts';
 import type { PgCpu } from './pg-cpu.ts';
 import type { Drain } from './relay.ts';
 import type { SinkName } from './sinks.ts';
-import { round, us } from './stats.ts';
+import { type Dist, medianAndWorst, overFloor, round, us } from './stats.ts';
 
 type Value = string | number | boolean | null | object;
 
@@ -24,6 +26,9 @@ function table(head: string[], rows: (string | number)[][]): void {
 function pgSplit(pg: PgCpu, events: number): string {
   return `walsender ${us(pg.walsender, events).toFixed(1)} µs, statements ${us(pg.statements, events).toFixed(1)} µs, background ${us(pg.background, events).toFixed(1)} µs`;
 }
+
+/** One live run: the relay's pass and the floors' pass, and which went first. */
+export type LiveRun = { relay: LiveResult; relayCpu: number; floor: FloorResult; floorFirst: boolean };
 
 type RecvDrain = { seconds: number; pg: PgCpu };
 /** `sinks`: the broker sinks' drains of the round (NATS JetStream, RabbitMQ), beside Kafka's. */
@@ -346,28 +351,88 @@ export class Report {
     console.log(`\nRounds (events/s): ${roundsLine(count, rounds)}`);
   }
 
-  live(rate: number, seconds: number, r: LiveResult, relayCpu: number): void {
-    this.#liveP99 = r.dist.p99;
-    this.#kafkaLive = { live: r, relayCpu };
+  /**
+   * The live runs: each a relay pass and a floors pass (bench/floors.ts), in alternating order.
+   * Per run, the relay's p50 / p99 / max over the sum of the floors' (PG commit → receipt + Kafka
+   * send → ack); the JSON's `live_*_vs_floor` is the worst run, `…_median` the median run. The
+   * absolute `live_*_ms` keys are the run of median p99's.
+   */
+  live(rate: number, seconds: number, runs: LiveRun[]): void {
+    const vs = (r: LiveRun, k: 'p50' | 'p99' | 'max') =>
+      overFloor(r.relay.dist[k], r.floor.pg[k], r.floor.kafka[k]);
+    const byP99 = [...runs].sort((a, b) => a.relay.dist.p99 - b.relay.dist.p99);
+    const mid = byP99[Math.floor((byP99.length - 1) / 2)]!;
+    this.#liveP99 = mid.relay.dist.p99;
+    this.#kafkaLive = { live: mid.relay, relayCpu: mid.relayCpu };
+    const ms = (d: Dist) => `${d.p50.toFixed(1)} / ${d.p99.toFixed(1)} / ${d.max.toFixed(1)}`;
     console.log(
-      `\n## Live: ${fmtInt(rate)} single-row commits/s for ${seconds} s, commit → broker ack (LogAppendTime), after ${r.warmupSeconds.toFixed(0)} s of warm-up`,
+      `\n## Live: ${fmtInt(rate)} single-row commits/s, ${runs.length} runs of ${seconds} s measured after a warm-up; relay commit → broker append (LogAppendTime) vs the floors: PG commit → receipt by a reader doing nothing + Kafka send → ack of Kafka's own producer`,
     );
-    table(LIVE_HEAD, [liveRow('relay → Kafka', r, relayCpu)]);
+    table(
+      [
+        'run',
+        'first',
+        'relay p50 / p99 / max ms',
+        'PG floor',
+        'Kafka floor',
+        'p99 ÷ floor',
+        'max ÷ floor',
+        'warm-up s (relay, floors)',
+        'missing',
+        'relay CPU/event',
+      ],
+      runs.map((r, i) => [
+        i + 1,
+        r.floorFirst ? 'floors' : 'relay',
+        ms(r.relay.dist),
+        ms(r.floor.pg),
+        ms(r.floor.kafka),
+        vs(r, 'p99').toFixed(2),
+        vs(r, 'max').toFixed(2),
+        `${r.relay.warmupSeconds.toFixed(0)}, ${r.floor.warmupSeconds.toFixed(0)}`,
+        `${r.relay.missing} (PG floor ${r.floor.pgMissing})`,
+        `${us(r.relayCpu, r.relay.dist.n + r.relay.warmup.n).toFixed(1)} µs`,
+      ]),
+    );
+    const p99 = medianAndWorst(runs.map((r) => vs(r, 'p99')));
+    const max = medianAndWorst(runs.map((r) => vs(r, 'max')));
+    const p50 = medianAndWorst(runs.map((r) => vs(r, 'p50')));
     console.log(
-      `\nWarm-up (the first ${r.warmupSeconds.toFixed(1)} s at the same rate, not in the figures above: the topic's first events, and on until the broker's JIT compilers were quiet — under 5 % of a core for 3 s in a row — at least ${LIVE_WARMUP_SECONDS} s, at most ${LIVE_WARMUP_MAX_SECONDS} s): ${r.warmup.n} events, p50 ${r.warmup.p50.toFixed(1)} ms, p99 ${r.warmup.p99.toFixed(1)} ms, max ${r.warmup.max.toFixed(1)} ms.`,
+      `\nrelay ÷ floors: p99 median ${p99.median.toFixed(2)}, worst ${p99.worst.toFixed(2)} (target ≤ 1.5); max median ${max.median.toFixed(2)}, worst ${max.worst.toFixed(2)} (target ≤ 2). ` +
+        `Warm-up rule for each pass: at least ${LIVE_WARMUP_SECONDS} s, then until the JVMs' JIT compilers (the broker's; in the floors pass the floor producer's too) were under 5 % of a core for 3 s in a row, at most ${LIVE_WARMUP_MAX_SECONDS} s. ` +
+        `The Kafka floor ends at the producer's ack (the broker's append plus the response), the relay's figure at the append: the floor's sum leans high by a response's trip.`,
     );
+    const d = mid.relay;
     Object.assign(this.#json, {
-      live_warmup_max_ms: round(r.warmup.max),
-      live_warmup_seconds: round(r.warmupSeconds),
+      live_warmup_max_ms: round(d.warmup.max),
+      live_warmup_seconds: round(d.warmupSeconds),
       live_rate: rate,
       live_seconds: seconds,
-      live_achieved_rate: Math.round(r.achievedRate),
-      live_p50_ms: round(r.dist.p50),
-      live_p90_ms: round(r.dist.p90),
-      live_p99_ms: round(r.dist.p99),
-      live_max_ms: round(r.dist.max),
-      live_missing: r.missing,
-      live_relay_cpu_us_per_event: round(us(relayCpu, r.dist.n + r.warmup.n)),
+      live_runs: runs.length,
+      live_achieved_rate: Math.round(d.achievedRate),
+      live_p50_ms: round(d.dist.p50),
+      live_p90_ms: round(d.dist.p90),
+      live_p99_ms: round(d.dist.p99),
+      live_max_ms: round(d.dist.max),
+      live_missing: runs.reduce((n, r) => n + r.relay.missing, 0),
+      live_relay_cpu_us_per_event: round(us(mid.relayCpu, d.dist.n + d.warmup.n)),
+      live_p99_vs_floor: ratio(p99.worst),
+      live_p99_vs_floor_median: ratio(p99.median),
+      live_max_vs_floor: ratio(max.worst),
+      live_max_vs_floor_median: ratio(max.median),
+      live_p50_vs_floor_median: ratio(p50.median),
+      live_floor_runs: runs.map((r) => ({
+        floor_first: r.floorFirst,
+        relay_ms: [round(r.relay.dist.p50, 2), round(r.relay.dist.p99, 2), round(r.relay.dist.max, 2)],
+        pg_floor_ms: [round(r.floor.pg.p50, 2), round(r.floor.pg.p99, 2), round(r.floor.pg.max, 2)],
+        kafka_floor_ms: [
+          round(r.floor.kafka.p50, 2),
+          round(r.floor.kafka.p99, 2),
+          round(r.floor.kafka.max, 2),
+        ],
+        p99_vs_floor: ratio(vs(r, 'p99')),
+        max_vs_floor: ratio(vs(r, 'max')),
+      })),
     });
   }
 
@@ -398,33 +463,75 @@ export class Report {
       });
   }
 
-  ramp(steps: RampStep[], seconds: number): void {
+  /**
+   * The ramp: the relay's steps and pg_recvlogical's under the same writer (at each rate right
+   * after the relay's). `steady_rate_vs_recvlogical` = the relay's highest bounded rate ÷ the
+   * highest at which the writer and pg_recvlogical kept up.
+   */
+  ramp(steps: RampStep[], recv: RampStep[], seconds: number): void {
     console.log(
-      `\n## Ramp: ${seconds} s per step; bounded = writer kept up, lag not growing, all stored 1 s after the last commit`,
+      `\n## Ramp: ${seconds} s per step; bounded = writer kept up, lag not growing, all through 1 s after the last commit`,
     );
+    const byRate = new Map(recv.map((s) => [s.rate, s]));
+    const rates = [...new Set([...steps.map((s) => s.rate), ...recv.map((s) => s.rate)])];
+    const writerLimited = (s: RampStep | undefined) => s !== undefined && s.achieved < s.rate * 0.9;
+    const cells = (s: RampStep | undefined) =>
+      s
+        ? [
+            fmtInt(s.achieved),
+            s.maxLag,
+            s.lagAfter1s,
+            s.bounded ? 'yes' : writerLimited(s) ? 'no (writer)' : 'no',
+          ]
+        : ['—', '—', '—', '—'];
     table(
-      ['target/s', 'achieved/s', 'max lag (events)', 'lag 1 s after', 'bounded'],
-      steps.map((s) => [
-        fmtInt(s.rate),
-        fmtInt(s.achieved),
-        s.maxLag,
-        s.lagAfter1s,
-        s.bounded ? 'yes' : 'no',
+      [
+        'target/s',
+        'relay: achieved/s',
+        'max lag (events)',
+        'lag 1 s after',
+        'bounded',
+        'pg_recvlogical: achieved/s',
+        'max lag',
+        'lag 1 s after',
+        'bounded',
+      ],
+      rates.map((rate) => [
+        fmtInt(rate),
+        ...cells(steps.find((s) => s.rate === rate)),
+        ...cells(byRate.get(rate)),
       ]),
     );
     const best = steps.filter((s) => s.bounded).at(-1);
+    const recvBest = recv.filter((s) => s.bounded).at(-1);
     const last = steps.at(-1);
-    const writerLimited = last !== undefined && last.achieved < last.rate * 0.9;
+    const relayWriterLimited = writerLimited(last);
+    // Each side stops at its first unbounded step: when that step's writer fell behind, the
+    // ratio measured the writer in that step, not the reader.
+    const recvWriterLimited = writerLimited(recv.at(-1)) && recv.at(-1)?.bounded === false;
+    const relative = best && recvBest ? best.achieved / recvBest.achieved : Number.NaN;
     console.log(
-      `highest steady rate with bounded lag: ${best ? fmtInt(best.achieved) : 'none'} events/s` +
-        (writerLimited
-          ? ` (the next step was limited by the writer and PostgreSQL: ${fmtInt(last.achieved)}/s committed)`
+      `highest steady rate with bounded lag: relay ${best ? fmtInt(best.achieved) : 'none'} events/s, pg_recvlogical ${recvBest ? fmtInt(recvBest.achieved) : 'none'} → ${relative.toFixed(2)} (steady_rate_vs_recvlogical, target ≥ 0.9)` +
+        (relayWriterLimited
+          ? ` (the relay's next step was limited by the writer and PostgreSQL: ${fmtInt(last!.achieved)}/s committed)`
+          : '') +
+        (recvWriterLimited
+          ? ` (pg_recvlogical's next step was limited by the writer: ${fmtInt(recv.at(-1)!.achieved)}/s committed; the ratio then measures the writer)`
           : ''),
     );
     Object.assign(this.#json, {
       live_max_steady_rate: best ? Math.round(best.achieved) : 0,
-      live_ramp_writer_limited: writerLimited,
+      recvlogical_max_steady_rate: recvBest ? Math.round(recvBest.achieved) : 0,
+      steady_rate_vs_recvlogical: ratio(relative),
+      live_ramp_writer_limited: relayWriterLimited,
+      recvlogical_ramp_writer_limited: recvWriterLimited,
       live_ramp: steps.map((s) => ({
+        rate: s.rate,
+        achieved: Math.round(s.achieved),
+        max_lag: s.maxLag,
+        bounded: s.bounded,
+      })),
+      recvlogical_ramp: recv.map((s) => ({
         rate: s.rate,
         achieved: Math.round(s.achieved),
         max_lag: s.maxLag,
@@ -444,14 +551,36 @@ export class Report {
     });
   }
 
-  peer(p: PeerResult): void {
+  /** Debezium with its defaults (`debezium_*`) and tuned for throughput (`debezium_tuned_*`). */
+  peer(p: PeerResult, tuned: PeerResult): void {
     const rows = this.#json.rows as number;
     const txn = this.#json.txn_backlog as number;
-    const bulk = rows / p.bulkSeconds;
-    const single = txn / p.txnSeconds;
     console.log(
-      `\n## Debezium ${p.version} (Kafka Connect standalone, Outbox Event Router), same backlogs, PostgreSQL and broker`,
+      `\n## Debezium ${p.version} (Kafka Connect standalone, Outbox Event Router), same backlogs, PostgreSQL and broker; defaults, then tuned: ${tuningText(DEBEZIUM_TUNING)}`,
     );
+    const rowsOf = (d: PeerResult) => {
+      const bulk = rows / d.bulkSeconds;
+      const single = txn / d.txnSeconds;
+      const name = d.tuned ? 'Debezium tuned' : 'Debezium defaults';
+      return [
+        [
+          `bulk, ${name}`,
+          fmtInt(this.#kafkaBulkRate),
+          fmtInt(bulk),
+          (this.#kafkaBulkRate / bulk).toFixed(2),
+          `${this.#json.kafka_relay_cpu_us_per_event} µs`,
+          `${us(d.bulkCpuSeconds, rows).toFixed(1)} µs`,
+        ],
+        [
+          `single-row transactions, ${name}`,
+          fmtInt(this.#kafkaTxnRate),
+          fmtInt(single),
+          (this.#kafkaTxnRate / single).toFixed(2),
+          `${this.#json.kafka_txn_relay_cpu_us_per_event} µs`,
+          `${us(d.txnCpuSeconds, txn).toFixed(1)} µs`,
+        ],
+      ];
+    };
     table(
       [
         'backlog',
@@ -461,63 +590,53 @@ export class Report {
         'relay CPU/event',
         'Debezium CPU/event',
       ],
-      [
-        [
-          'bulk',
-          fmtInt(this.#kafkaBulkRate),
-          fmtInt(bulk),
-          (this.#kafkaBulkRate / bulk).toFixed(2),
-          `${this.#json.kafka_relay_cpu_us_per_event} µs`,
-          `${us(p.bulkCpuSeconds, rows).toFixed(1)} µs`,
-        ],
-        [
-          'single-row transactions',
-          fmtInt(this.#kafkaTxnRate),
-          fmtInt(single),
-          (this.#kafkaTxnRate / single).toFixed(2),
-          `${this.#json.kafka_txn_relay_cpu_us_per_event} µs`,
-          `${us(p.txnCpuSeconds, txn).toFixed(1)} µs`,
-        ],
-      ],
+      [...rowsOf(p), ...rowsOf(tuned)],
     );
-    console.log(
-      `Debezium: ${p.startupSeconds.toFixed(1)} s from JVM start to streaming, peak RSS ${p.peakRssMb.toFixed(0)} MB; its drain ends when the broker holds every record; vs pg_recvlogical ${((bulk / this.#recvBulkRate) * 100).toFixed(0)} %.`,
-    );
-    Object.assign(this.#json, {
-      debezium_version: p.version,
-      debezium_bulk_events_per_s: Math.round(bulk),
-      debezium_txn_events_per_s: Math.round(single),
-      debezium_drain_ratio: ratio(this.#kafkaBulkRate / bulk),
-      debezium_txn_drain_ratio: ratio(this.#kafkaTxnRate / single),
-      debezium_vs_recvlogical_bulk: ratio(bulk / this.#recvBulkRate),
-      debezium_cpu_us_per_event: round(us(p.bulkCpuSeconds, rows)),
-      debezium_txn_cpu_us_per_event: round(us(p.txnCpuSeconds, txn)),
-      debezium_peak_rss_mb: Math.round(p.peakRssMb),
-      debezium_startup_s: round(p.startupSeconds),
-    });
-    if (p.live) {
-      const d = p.live.dist;
+    for (const d of [p, tuned]) {
+      const prefix = d.tuned ? 'debezium_tuned' : 'debezium';
+      const bulk = rows / d.bulkSeconds;
+      const single = txn / d.txnSeconds;
       console.log(
-        `Debezium live (same writer, same rate): p50 ${d.p50.toFixed(1)} ms, p90 ${d.p90.toFixed(1)} ms, p99 ${d.p99.toFixed(1)} ms, max ${d.max.toFixed(1)} ms, missing ${p.live.missing} (after ${p.live.warmupSeconds.toFixed(1)} s of warm-up, until its JVM's and the broker's JIT compilers were quiet; its max ${p.live.warmup.max.toFixed(1)} ms)`,
+        `Debezium${d.tuned ? ' tuned' : ''}: ${d.startupSeconds.toFixed(1)} s from JVM start to streaming, peak RSS ${d.peakRssMb.toFixed(0)} MB; its drain ends when the broker holds every record; vs pg_recvlogical ${((bulk / this.#recvBulkRate) * 100).toFixed(0)} %.`,
       );
       Object.assign(this.#json, {
-        debezium_live_p50_ms: round(d.p50),
-        debezium_live_p90_ms: round(d.p90),
-        debezium_live_p99_ms: round(d.p99),
-        debezium_live_max_ms: round(d.max),
-        debezium_live_missing: p.live.missing,
-        debezium_live_warmup_max_ms: round(p.live.warmup.max),
-        debezium_live_warmup_seconds: round(p.live.warmupSeconds),
+        [`${prefix}_bulk_events_per_s`]: Math.round(bulk),
+        [`${prefix}_txn_events_per_s`]: Math.round(single),
+        [`${prefix}_drain_ratio`]: ratio(this.#kafkaBulkRate / bulk),
+        [`${prefix}_txn_drain_ratio`]: ratio(this.#kafkaTxnRate / single),
+        [`${prefix}_vs_recvlogical_bulk`]: ratio(bulk / this.#recvBulkRate),
+        [`${prefix}_cpu_us_per_event`]: round(us(d.bulkCpuSeconds, rows)),
+        [`${prefix}_txn_cpu_us_per_event`]: round(us(d.txnCpuSeconds, txn)),
+        [`${prefix}_peak_rss_mb`]: Math.round(d.peakRssMb),
+        [`${prefix}_startup_s`]: round(d.startupSeconds),
       });
+      if (d.live) {
+        const l = d.live.dist;
+        console.log(
+          `Debezium${d.tuned ? ' tuned' : ''} live (same writer, same rate): p50 ${l.p50.toFixed(1)} ms, p90 ${l.p90.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, max ${l.max.toFixed(1)} ms, missing ${d.live.missing} (after ${d.live.warmupSeconds.toFixed(1)} s of warm-up, until its JVM's and the broker's JIT compilers were quiet; its max ${d.live.warmup.max.toFixed(1)} ms)`,
+        );
+        Object.assign(this.#json, {
+          [`${prefix}_live_p50_ms`]: round(l.p50),
+          [`${prefix}_live_p90_ms`]: round(l.p90),
+          [`${prefix}_live_p99_ms`]: round(l.p99),
+          [`${prefix}_live_max_ms`]: round(l.max),
+          [`${prefix}_live_missing`]: d.live.missing,
+          [`${prefix}_live_warmup_max_ms`]: round(d.live.warmup.max),
+          [`${prefix}_live_warmup_seconds`]: round(d.live.warmupSeconds),
+        });
+      }
     }
+    this.#json.debezium_version = p.version;
+    this.#json.debezium_tuning = { ...DEBEZIUM_TUNING.worker, ...DEBEZIUM_TUNING.connector };
   }
 
   print(): void {
-    const dbzP99 = this.#json.debezium_live_p99_ms;
-    if (typeof dbzP99 === 'number' && !Number.isNaN(this.#liveP99)) {
-      this.#json.debezium_p99_ratio = ratio(this.#liveP99 / dbzP99);
+    for (const prefix of ['debezium', 'debezium_tuned']) {
+      const dbzP99 = this.#json[`${prefix}_live_p99_ms`];
+      if (typeof dbzP99 !== 'number' || Number.isNaN(this.#liveP99)) continue;
+      this.#json[`${prefix}_p99_ratio`] = ratio(this.#liveP99 / dbzP99);
       console.log(
-        `\nlive p99: relay ${this.#liveP99.toFixed(1)} ms vs Debezium ${dbzP99} ms → ratio ${this.#json.debezium_p99_ratio} (relay ÷ Debezium)`,
+        `\nlive p99: relay ${this.#liveP99.toFixed(1)} ms vs Debezium${prefix === 'debezium' ? '' : ' tuned'} ${dbzP99} ms → ratio ${this.#json[`${prefix}_p99_ratio`]} (relay ÷ Debezium)`,
       );
     }
     console.log(JSON.stringify(this.#json));

@@ -31,3 +31,13 @@ export function median(values: number[]): number {
     50,
   );
 }
+
+/** The median and the largest of some runs' figures (larger is worse). */
+export function medianAndWorst(values: number[]): { median: number; worst: number } {
+  return { median: median(values), worst: values.length ? Math.max(...values) : Number.NaN };
+}
+
+/** A relay figure over the sum of the floors' same figures (e.g. p99 ÷ (PG p99 + Kafka p99)). */
+export function overFloor(relay: number, pgFloor: number, kafkaFloor: number): number {
+  return relay / (pgFloor + kafkaFloor);
+}

@@ -88,6 +88,41 @@ describe('decideBatch', () => {
     expect(sink.sent).toHaveLength(1);
   });
 
+  it("a missing topic in a batch for several topics: each topic's events are sent together, not one by one", async () => {
+    const missing: Classified = {
+      class: 'permanent',
+      reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+      message: 'no topic',
+      destinationWide: true,
+    };
+    const sink = fakeSink((b) => (b.some((m) => m.topic === 'gone') ? missing : null));
+    const out = await decideBatch(
+      deps('strict', sink),
+      [item('1', 'A'), item('2', 'M1', 'gone'), item('3', 'B'), item('4', 'M2', 'gone')],
+      signal,
+    );
+    expect(out).toEqual(['published', { failed: missing }, 'published', { failed: missing }]);
+    expect(sink.sent).toEqual([
+      ['1', '2', '3', '4'],
+      ['1', '3'],
+      ['2', '4'],
+    ]);
+  });
+
+  it('an aggregate whose events go to two topics keeps the one-by-one search (strict order)', async () => {
+    const missing: Classified = {
+      class: 'permanent',
+      reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+      message: 'no topic',
+      destinationWide: true,
+    };
+    const sink = fakeSink((b) => (b.some((m) => m.topic === 'gone') ? missing : null));
+    const d = deps('strict', sink);
+    const out = await decideBatch(d, [item('1', 'A', 'gone'), item('2', 'A'), item('3', 'B')], signal);
+    expect(out).toEqual([{ failed: missing }, 'parked', 'published']);
+    expect(sink.sent).toEqual([['1', '2', '3'], ['1'], ['3']]);
+  });
+
   it("sink-neutral: any sink's destination-wide refusal (NATS NO_STREAM, RabbitMQ NO_EXCHANGE) fails the batch at once, whatever the reason", async () => {
     for (const reason of ['NO_STREAM', 'NO_EXCHANGE', 'ANY_OTHER_SINK_REASON']) {
       const wide: Classified = { class: 'permanent', reason, message: 'refused', destinationWide: true };

@@ -1,0 +1,111 @@
+/**
+ * The Kafka floor: bench/KafkaFloor.java (Kafka's own Java producer, nothing else) sending
+ * relay-shaped records at the live rate, acks=all, idempotent, linger.ms=0, on the same broker;
+ * one process for every floors pass. Its JVM's JIT counts in the warm-up rule like the broker's.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { javaBinary, kafkaCacheDir, kafkaVersionFromEnv } from '../src/dev/local-kafka.ts';
+
+const SOURCE = fileURLToPath(new URL('./KafkaFloor.java', import.meta.url));
+const CLASSES = fileURLToPath(new URL('../.tmp/kafka-floor-classes', import.meta.url));
+
+/**
+ * The class path and main class: compiled once with javac beside java (each floors pass would
+ * otherwise compile the source in its JVM, seconds of CPU on the shared cores, inside its
+ * warm-up), or the source file itself when there is no javac.
+ */
+function program(libs: string, java: string): string[] {
+  const javac = join(dirname(java), 'javac');
+  const compiled = join(CLASSES, 'KafkaFloor.class');
+  if (!existsSync(compiled) || statSync(compiled).mtimeMs < statSync(SOURCE).mtimeMs) {
+    mkdirSync(CLASSES, { recursive: true });
+    const r = spawnSync(existsSync(javac) ? javac : 'javac', ['-d', CLASSES, '-cp', join(libs, '*'), SOURCE]);
+    if (r.status !== 0) return ['-cp', join(libs, '*'), SOURCE];
+  }
+  return ['-cp', `${join(libs, '*')}:${CLASSES}`, 'KafkaFloor'];
+}
+
+/** One acked record: when it was sent (ms since the epoch) and its send → ack (ms). */
+export type FloorSend = { at: number; ms: number };
+
+export type KafkaFloorProcess = {
+  pid: number;
+  /** Resolves once the producer is built (its first pass fetches the topic's metadata). */
+  ready: Promise<void>;
+  /** Starts a pass: sends paced at the rate from now on. */
+  begin: () => void;
+  /** Ends the pass: every acked record of it, once flushed. */
+  end: () => Promise<FloorSend[]>;
+  /** Closes its stdin: it closes the producer and exits. */
+  stop: () => Promise<void>;
+};
+
+/** One long-lived producer (warm after its first pass, as the relay is) for every floors pass. */
+export function startKafkaFloor(
+  bootstrap: string[],
+  topic: string,
+  rate: number,
+  valueBytes = 500,
+): KafkaFloorProcess {
+  const libs = join(kafkaCacheDir(), kafkaVersionFromEnv(), 'libs');
+  const java = javaBinary();
+  const child = spawn(
+    java,
+    ['-Xmx256m', ...program(libs, java), bootstrap.join(','), topic, String(rate), String(valueBytes)],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => {
+    if (err.length < 100_000) err += d.toString();
+  });
+  let code: number | null | undefined;
+  const exited = new Promise<void>((r) =>
+    child.on('exit', (c) => {
+      code = c;
+      r();
+    }),
+  );
+  const until = async (what: string, ok: () => boolean) => {
+    while (!ok()) {
+      if (code !== undefined)
+        throw new Error(`KafkaFloor.java exited ${code} before ${what}:\n${err.slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const ready = until('starting', () => out.startsWith('ready\n')).then(() => {
+    out = '';
+  });
+  ready.catch(() => {});
+  return {
+    pid: child.pid!,
+    ready,
+    begin: () => child.stdin!.write('start\n'),
+    end: async () => {
+      child.stdin!.write('stop\n');
+      await until('the end of a pass', () => out.endsWith('end\n'));
+      const report = out;
+      out = '';
+      return parseFloorLines(report);
+    },
+    stop: async () => {
+      child.stdin!.end();
+      await exited;
+    },
+  };
+}
+
+/** A pass's report: "<sent at ms> <send → ack ms>" per acked record, then "end". */
+export function parseFloorLines(text: string): FloorSend[] {
+  const sends: FloorSend[] = [];
+  for (const line of text.split('\n')) {
+    const space = line.indexOf(' ');
+    if (space < 0) continue;
+    sends.push({ at: Number(line.slice(0, space)), ms: Number(line.slice(space + 1)) });
+  }
+  return sends;
+}
