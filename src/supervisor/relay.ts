@@ -281,7 +281,7 @@ export class Relay {
     // The preset's failures live in its side table, which has its own sweeper.
     const sweeper =
       store instanceof DebeziumSideStore
-        ? new DebeziumSideSweeper({ config: c, sink: this.#sink, store, log: this.#log }, routing!)
+        ? new DebeziumSideSweeper({ config: c, sink: this.#sink, store, blocked, log: this.#log }, routing!)
         : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
