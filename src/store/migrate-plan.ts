@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { describeSkipRule, planCutover } from '../replication/cutover.ts';
 import { formatLsn } from '../replication/lsn.ts';
-import { loadMigrations, type MigrationTarget, renderMigration, SQL_DIR } from './migrate.ts';
+import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
 import { readSlotRow } from './slots.ts';
 import { qualified } from './sql-ident.ts';
 
@@ -28,11 +28,7 @@ export async function planMigration(
         ).rows.map((r) => r.version)
       : [],
   );
-  const migrations =
-    t.compat === 'debezium'
-      ? loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }))
-      : loadMigrations();
-  const pending = migrations.filter((m) => !done.has(m.version));
+  const pending = migrationsFor(t).filter((m) => !done.has(m.version));
   if (!hasLedger) lines.push(`would create ${ledger} (the migrations applied)`);
   for (const m of pending) {
     const tables = [...renderMigration(m.sql, t).matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\S+)/g)].map(
