@@ -24,6 +24,7 @@ import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.t
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafkajs-warnings.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
 import { migrate } from '../store/migrate.ts';
+import { planMigration } from '../store/migrate-plan.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
 import { completionScript, SHELLS, type Shell } from './completion.ts';
 
@@ -181,6 +182,14 @@ async function main(argv: string[]): Promise<number> {
   const log = await createLogger({ level: c.logLevel, format: c.logFormat });
   switch (cmd) {
     case 'migrate': {
+      if (c.dryRun) {
+        const offsets = c.compat === 'debezium' && c.debeziumOffsets;
+        const lines = await withClient(c, (client) =>
+          planMigration(client, c, offsets ? cutoverTarget(c, offsets) : undefined),
+        );
+        process.stdout.write(`${lines.join('\n')}\n`);
+        return EXIT.OK;
+      }
       const applied = await withClient(c, async (client) => {
         const done = await migrate(client, c, log);
         // The cutover from Debezium: after the side tables exist; it refuses a slot that starts

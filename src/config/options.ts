@@ -1147,8 +1147,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: false,
     subcommands: ['resend', 'discard'],
     group: 'Operator',
-    doc: 'Show what would change (how many rows, which ids), change nothing: replay, events resend --filter, events discard --filter.',
-    commands: ['replay', 'events'],
+    doc: "Show what would change (how many rows, which ids), change nothing: replay, events resend --filter, events discard --filter; migrate: the migrations not applied yet and the tables they create, the publication, the slot (found, plugin), and with --compat debezium --debezium-offsets Debezium's lsn_proc/lsn_commit and the skip rule the cutover would record.",
+    commands: ['replay', 'events', 'migrate'],
   },
   {
     key: 'replayBatchSize',

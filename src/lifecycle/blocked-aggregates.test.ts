@@ -45,6 +45,20 @@ describe('BlockedAggregates', () => {
     expect(b.mark('Order', '1')).not.toBeNull();
   });
 
+  it('a session starts from exactly the aggregates read back (replace)', () => {
+    const b = new BlockedAggregates();
+    b.blockDecided('Order', '1');
+    b.replace([
+      ['Missing', 'x-1'],
+      ['Missing', ''],
+    ]);
+    expect(b.has('Order', '1')).toBe(false);
+    expect(b.keys()).toEqual([
+      ['Missing', 'x-1'],
+      ['Missing', ''],
+    ]);
+  });
+
   it('keeps aggregate ids that contain separators apart', () => {
     const b = new BlockedAggregates();
     b.blockDecided('a', 'b:c');

@@ -90,8 +90,13 @@ export class BlockedAggregates {
       `SELECT DISTINCT aggregate_type, aggregate_id FROM ${qualified(schema, table)}
         WHERE status IN ${sqlStatuses(UNHEALTHY)} AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
     );
+    this.replace(r.rows.map((row) => [row.aggregate_type, row.aggregate_id]));
+  }
+
+  /** What a session starts from: exactly these aggregates blocked (read from where failures are kept). */
+  replace(aggregates: Iterable<readonly [string, string]>): void {
     this.#blocked.clear();
-    for (const row of r.rows) this.#blocked.add(keyOf(row.aggregate_type, row.aggregate_id));
+    for (const [type, id] of aggregates) this.#blocked.add(keyOf(type, id));
   }
 
   #decide(k: string): void {

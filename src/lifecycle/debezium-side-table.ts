@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
@@ -56,6 +57,27 @@ export async function dueSideRows(
     [slot, keyColumn, limit],
   );
   return r.rows.map(toRow);
+}
+
+/**
+ * Strict ordering after a restart: the aggregates that a failed, dead or parked row of the side
+ * table holds, as the stream names them (replication/columns-tuple.ts columnsEvent: the
+ * route.by.field column's text and the table.field.event.key column's, each '' when absent), so
+ * the stream parks their next events behind them instead of publishing them first.
+ */
+export async function heldSideAggregates(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  routeByColumn: string,
+  keyColumn: string | null,
+): Promise<[string, string][]> {
+  const r = await db.query<{ t: string; k: string }>(
+    `SELECT DISTINCT COALESCE(columns ->> $2, '') AS t, COALESCE(columns ->> $3::text, '') AS k
+       FROM ${table} WHERE slot_name = $1 AND status IN ${sqlStatuses(UNHEALTHY)}`,
+    [slot, routeByColumn, keyColumn],
+  );
+  return r.rows.map((row) => [row.t, row.k]);
 }
 
 export async function markSidePublished(

@@ -12,17 +12,26 @@ export function cutoverTable(schema: string, table: string): string {
   return qualified(schema, `${table}_relay_cutover`);
 }
 
+/** What a cutover would record: Debezium's position from its offsets, and where the slot resends from. */
+export interface CutoverPlan {
+  slot: string;
+  plugin: string;
+  lsnProc: bigint;
+  lsnCommit: bigint;
+  /** The slot's confirmed_flush_lsn: the stream starts there. */
+  start: bigint;
+}
+
 /**
- * `migrate --compat debezium --debezium-offsets <file>` (after the migrations): records where
- * Debezium stopped, for the slot the relay takes over. The slot must exist and use pgoutput — a decoderbufs slot cannot be
- * reused (a slot's plugin never changes): the error says the one safe path. A pgoutput slot that
- * is already past Debezium's position (it never is, for Debezium's own slot) would be a gap.
+ * Reads and checks a cutover without changing anything (`migrate --dry-run` stops here). The slot
+ * must exist and use pgoutput — a decoderbufs slot cannot be reused (a slot's plugin never
+ * changes): the error says the one safe path. A pgoutput slot that is already past Debezium's
+ * position (it never is, for Debezium's own slot) would be a gap.
  */
-export async function recordCutover(
+export async function planCutover(
   db: pg.ClientBase,
   t: { schema: string; table: string; slot: string; offsetsFile: string; server?: string },
-  log?: Logger,
-): Promise<string> {
+): Promise<CutoverPlan> {
   let offsets: ReturnType<typeof parseDebeziumOffsets>;
   try {
     offsets = parseDebeziumOffsets(readFileSync(t.offsetsFile), t.server);
@@ -55,17 +64,32 @@ export async function recordCutover(
         fix: 'start Debezium again until its offsets are flushed past the slot (offset.flush.interval.ms, 60 s by default), stop it, and run this again with the new offsets',
       },
     );
+  return { slot: t.slot, plugin: slot.plugin, lsnProc: offsets.lsnProc, lsnCommit: offsets.lsnCommit, start };
+}
+
+/** The skip rule the relay's first streams apply (debezium-resume.ts), in words. */
+export function describeSkipRule(p: CutoverPlan): string {
+  return `the slot resends from ${formatLsn(p.start)}; the relay skips transactions committed at or before lsn_commit ${formatLsn(p.lsnCommit)}, and the changes up to lsn_proc ${formatLsn(p.lsnProc)} in the transaction that holds it; everything after is published`;
+}
+
+/**
+ * `migrate --compat debezium --debezium-offsets <file>` (after the migrations): records where
+ * Debezium stopped, for the slot the relay takes over (planCutover checks it first).
+ */
+export async function recordCutover(
+  db: pg.ClientBase,
+  t: { schema: string; table: string; slot: string; offsetsFile: string; server?: string },
+  log?: Logger,
+): Promise<string> {
+  const p = await planCutover(db, t);
   await db.query(
     `INSERT INTO ${cutoverTable(t.schema, t.table)} (slot_name, lsn_proc, lsn_commit)
      VALUES ($1, $2::pg_lsn, $3::pg_lsn)
      ON CONFLICT (slot_name) DO UPDATE SET lsn_proc = excluded.lsn_proc, lsn_commit = excluded.lsn_commit, recorded_at = now()`,
-    [t.slot, formatLsn(offsets.lsnProc), formatLsn(offsets.lsnCommit)],
+    [t.slot, formatLsn(p.lsnProc), formatLsn(p.lsnCommit)],
   );
-  const what = `cutover from Debezium recorded for slot ${t.slot}: the relay skips what Debezium processed (lsn_proc ${formatLsn(offsets.lsnProc)}, lsn_commit ${formatLsn(offsets.lsnCommit)}; the slot resends from ${formatLsn(start)})`;
-  log?.info(
-    { slot: t.slot, lsnProc: formatLsn(offsets.lsnProc), lsnCommit: formatLsn(offsets.lsnCommit) },
-    what,
-  );
+  const what = `cutover from Debezium recorded for slot ${t.slot}: the relay skips what Debezium processed (lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}; the slot resends from ${formatLsn(p.start)})`;
+  log?.info({ slot: t.slot, lsnProc: formatLsn(p.lsnProc), lsnCommit: formatLsn(p.lsnCommit) }, what);
   return what;
 }
 

@@ -45,6 +45,13 @@ export function loadMigrations(dir = SQL_DIR): Migration[] {
     }));
 }
 
+/** The target's migrations: the relay's own, or the Debezium preset's side tables (versions 1000+). */
+export function migrationsFor(t: MigrationTarget): Migration[] {
+  return t.compat === 'debezium'
+    ? loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }))
+    : loadMigrations();
+}
+
 export function renderMigration(sql: string, t: MigrationTarget): string {
   // {{table}}_suffix forms index/constraint names: quote the whole name, not just the table part.
   return sql
@@ -86,10 +93,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
         ])
       ).rows.map((r) => r.version),
     );
-    const migrations =
-      t.compat === 'debezium'
-        ? loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }))
-        : loadMigrations();
+    const migrations = migrationsFor(t);
     for (const m of migrations) {
       if (done.has(m.version)) continue;
       try {

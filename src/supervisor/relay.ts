@@ -3,6 +3,7 @@ import type { Config } from '../config/load.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
+import { heldSideAggregates } from '../lifecycle/debezium-side-table.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
 import {
@@ -268,6 +269,7 @@ export class Relay {
     });
     // The Debezium preset never writes the application's table: failures go to a side table.
     const debezium = c.compat === 'debezium';
+    const routing = debezium ? debeziumRouting(c.debezium) : null;
     const store = debezium
       ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
       : new OutboxStore(pool, c.schema, c.table);
@@ -279,10 +281,7 @@ export class Relay {
     // The preset's failures live in its side table, which has its own sweeper.
     const sweeper =
       store instanceof DebeziumSideStore
-        ? new DebeziumSideSweeper(
-            { config: c, sink: this.#sink, store, log: this.#log },
-            debeziumRouting(c.debezium),
-          )
+        ? new DebeziumSideSweeper({ config: c, sink: this.#sink, store, blocked, log: this.#log }, routing!)
         : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
@@ -343,8 +342,20 @@ export class Relay {
           // Exactly-once: what Kafka committed (read after fencing older producers) joins
           // PostgreSQL's progress record before anything is streamed or recovered.
           if (this.#sink.exactlyOnce) await this.#syncKafkaProgress(pool, store);
-          // Which aggregates are blocked survives restarts in the table (strict ordering).
-          if (!debezium) await blocked.reload(pool, c.schema, c.table);
+          // Which aggregates are blocked survives restarts in the table (strict ordering), or
+          // in the preset's side table: without it a later event of a failed aggregate would be
+          // published before the failed one.
+          if (store instanceof DebeziumSideStore)
+            blocked.replace(
+              await heldSideAggregates(
+                pool,
+                store.failedTable,
+                c.slot,
+                routing!.routeByField,
+                routing!.fieldEventKey,
+              ),
+            );
+          else await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
           const outcomeDeps = { ...shared, outages: this.#outages, tracer };

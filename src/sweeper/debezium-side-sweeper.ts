@@ -1,8 +1,10 @@
 import type { Config } from '../config/load.ts';
 import { errorMessage } from '../errors.ts';
+import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import type { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import {
   dueSideRows,
+  heldSideAggregates,
   markSideFailed,
   markSidePublished,
   type SideRow,
@@ -21,6 +23,8 @@ export interface SideSweeperDeps {
   config: Config;
   sink: Sink;
   store: DebeziumSideStore;
+  /** The stream's blocked aggregates (strict ordering): unblocked once nothing holds them. */
+  blocked: BlockedAggregates;
   log: Logger;
 }
 
@@ -31,7 +35,10 @@ export interface SideSweeperDeps {
  * stream would have written) and published; refused again, it is due again after the back-off,
  * or dead after --max-attempts (copied to --dead-letter-topic when set, with the x-dlq-*
  * headers). A parked event is released once its key has no failed or dead event before it. A
- * transient broker failure ends the round; nothing is counted against the event.
+ * transient broker failure ends the round; nothing is counted against the event. After a round,
+ * the aggregates the stream blocked that no failed, dead or parked row holds any more are
+ * unblocked (the mark/unblockSince rule of lifecycle/blocked-aggregates.ts), so their next
+ * events are published at once instead of parked and released a round later.
  *
  * start() / stop() as the relay's Sweeper: one round at a time; stop() aborts and waits.
  */
@@ -88,7 +95,26 @@ export class DebeziumSideSweeper {
       if (outcome === 'transient') break;
       if (outcome === 'published') published++;
     }
+    await this.#reconcileBlocked();
     return published;
+  }
+
+  async #reconcileBlocked(): Promise<void> {
+    const { store, blocked } = this.#d;
+    const keys = blocked.keys();
+    if (keys.length === 0) return;
+    const marks = keys.map(([type, id]) => blocked.mark(type, id)); // before the read
+    const held = await heldSideAggregates(
+      store.db,
+      store.failedTable,
+      this.#d.config.slot,
+      this.#routing.routeByField,
+      this.#routing.fieldEventKey,
+    );
+    const still = new Set(held.map((k) => JSON.stringify(k)));
+    keys.forEach(([type, id], i) => {
+      if (!still.has(JSON.stringify([type, id]))) blocked.unblockSince(type, id, marks[i]!);
+    });
   }
 
   async #retry(row: SideRow): Promise<'published' | 'failed' | 'transient'> {
