@@ -144,6 +144,7 @@ export class Relay {
   #progressAt: number | null = null;
   #attempt = 0;
   #recorder: StateRecorder | null = null;
+  #blocked: BlockedAggregates | null = null;
   /** This process has opened the slot before: finding it missing later means it was dropped. */
   #slotSeen = false;
 
@@ -153,6 +154,11 @@ export class Relay {
     this.#log = o.log.child({ slot: o.config.slot });
     this.metrics = o.metrics ?? new RelayMetrics();
     this.#outages = new OutageLog(this.#log);
+  }
+
+  /** Aggregates the stream holds back in strict ordering (an earlier event failed, dead or parked). */
+  get blockedAggregates(): number {
+    return this.#blocked?.size ?? 0;
   }
 
   get state(): RelayState {
@@ -274,6 +280,7 @@ export class Relay {
       ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
       : new OutboxStore(pool, c.schema, c.table);
     const blocked = new BlockedAggregates();
+    this.#blocked = blocked;
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };

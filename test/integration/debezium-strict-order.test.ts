@@ -168,7 +168,10 @@ it('a key blocked by a failed event stays blocked across a restart; the head res
 
   // Nothing holds x-1 any more: the side sweeper unblocks it (a few rounds of 200 ms), and its next
   // event is published by the stream at once, never written to the side table.
-  await new Promise((r) => setTimeout(r, 2_000));
+  await waitFor(() => relay!.blockedAggregates === 0, {
+    timeoutMs: 30_000,
+    message: 'x-1 unblocked by the side sweeper',
+  });
   const d = randomUUID();
   await insert([[d, 'Missing', 'x-1']]);
   await waitFor(async () => (await kafka.readAll('outbox.event.Missing')).length === 4, {
