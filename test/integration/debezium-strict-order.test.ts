@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { KafkaSink } from '../../src/sinks/kafka.ts';
-import { migrate } from '../../src/store/migrate.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
+import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
 import { slotOf, spawnCli, startRelayInProcess, testConfig } from '../support/relay.ts';
@@ -52,30 +52,9 @@ const sideRows = () =>
   );
 
 it('a key blocked by a failed event stays blocked across a restart; the head resent, its parked events follow in order', async () => {
-  await db.query(
-    `CREATE TABLE public.outbox (
-       id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-       aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
-  );
-  const client = await db.pool.connect();
-  try {
-    await migrate(client, {
-      schema: 'public',
-      table: 'outbox',
-      publication: 'outbox_pub',
-      slot: slotOf(db),
-      compat: 'debezium',
-    });
-  } finally {
-    client.release();
-  }
+  await createDebeziumOutbox(db);
   await kafka.createTopic('outbox.event.Order', 1);
-  const props = [
-    `route.topic.replacement=${kafka.ns}outbox.event.$1`,
-    'value.converter=org.apache.kafka.connect.storage.StringConverter',
-    'key.converter=org.apache.kafka.connect.storage.StringConverter',
-  ];
-  const debeziumArgs = ['--compat', 'debezium', ...props.flatMap((p) => ['--debezium', p])];
+  const debeziumArgs = debeziumStringArgs(kafka);
   const config = testConfig(
     db,
     [
