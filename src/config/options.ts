@@ -566,7 +566,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     values: ['none', 'debezium'],
     default: 'none',
     group: 'Routing',
-    doc: "debezium: read an existing Debezium outbox table (id uuid, aggregatetype, aggregateid, type, payload jsonb, or the columns --debezium names) and write the records Debezium's Outbox Event Router and Kafka Connect's converters write, byte for byte (Kafka only; docs/debezium-migration.md). The table is not changed; failed events are kept in the side table <table>_relay_failed.",
+    doc: "debezium: read an existing Debezium outbox table (id uuid, aggregatetype, aggregateid, type, payload jsonb, or the columns --debezium names) and write the records Debezium's Outbox Event Router and Kafka Connect's converters write, byte for byte (Kafka only; docs/migrating-from-debezium.md). The table is not changed; failed events are kept in the side table <table>_relay_failed.",
     commands: DB,
   },
   {
@@ -577,7 +577,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     commaValues: true,
     default: {},
     group: 'Routing',
-    doc: "With --compat debezium: Debezium's own properties, NAME=VALUE (repeat the flag; in a config file an object). The Outbox Event Router's (table.field.event.id|key|payload|timestamp, table.fields.additional.placement, route.by.field, route.topic.regex, route.topic.replacement, route.tombstone.on.empty.payload; a transforms.<name>. prefix is accepted), the converters' (key.converter, value.converter, header.converter and their .schemas.enable; Debezium Server's debezium.format.*) and topic.prefix. docs/debezium-migration.md maps each one.",
+    doc: "With --compat debezium: Debezium's own properties, NAME=VALUE (repeat the flag; in a config file an object). The Outbox Event Router's (table.field.event.id|key|payload|timestamp, table.fields.additional.placement, route.by.field, route.topic.regex, route.topic.replacement, route.tombstone.on.empty.payload; a transforms.<name>. prefix is accepted), the converters' (key.converter, value.converter, header.converter and their .schemas.enable; Debezium Server's debezium.format.*) and topic.prefix. docs/migrating-from-debezium.md maps each one.",
     commands: DB,
   },
   {
@@ -585,7 +585,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'debezium-offsets',
     type: 'string',
     group: 'Routing',
-    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/debezium-migration.md#cutover.",
+    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/migrating-from-debezium.md#cutover.",
     commands: ['migrate'],
   },
   // --- schema registry ---

@@ -1,5 +1,5 @@
 /**
- * The first stream after a cutover from Debezium (docs/debezium-migration.md#cutover): the slot
+ * The first stream after a cutover from Debezium (docs/migrating-from-debezium.md#cutover): the slot
  * resends from its confirmed position, which is at or before where Debezium stopped (it confirms
  * only what its flushed offsets cover), so the relay must skip what Debezium already published
  * and publish everything else — no gap, no duplicate. Debezium resumes the same way
