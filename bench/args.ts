@@ -18,6 +18,8 @@ const { values } = parseArgs({
     'debezium-poll-ms': { type: 'string', default: '' },
     compression: { type: 'string', default: 'none,gzip,snappy,lz4,zstd' },
     sink: { type: 'string', default: '' },
+    'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
+    'eos-live-seconds': { type: 'string', default: '15' },
   },
 });
 
@@ -50,6 +52,12 @@ for (const s of sinkFlag)
 const brokerSinks = sinkFlag.filter((s): s is SinkName => s !== 'kafka');
 const sinksOnly = brokerSinks.length > 0;
 
+/** --delivery-modes: without exactly-once, the exactly-once section (bench/eos.ts) is skipped. */
+const MODES = ['at-least-once', 'exactly-once'];
+const modes = (values['delivery-modes'] ?? '').split(',').filter(Boolean);
+for (const m of modes)
+  if (!MODES.includes(m)) throw new Error(`--delivery-modes takes ${MODES.join(',')}; got "${m}"`);
+
 export const args = {
   /** Bulk backlog: rows, in transactions of txnRows rows. */
   rows: int('rows'),
@@ -78,6 +86,10 @@ export const args = {
   compression: sinksOnly ? [] : compression,
   /** The broker sinks measured beside Kafka (bulk and live). */
   sinks: sinkFlag.length === 0 ? BROKER_SINKS.filter(sinkInstalled) : brokerSinks,
+  /** The exactly-once section: bulk drains beside at-least-once's in each round, and a short live run of each. */
+  eos: modes.includes('exactly-once') && !sinksOnly,
+  /** Seconds of each mode's live run in that section (0: bulk only). */
+  eosLiveSeconds: int('eos-live-seconds'),
   /** --sink nats|rabbitmq: only the bulk and live sections. */
   sinksOnly,
 };

@@ -16,7 +16,10 @@
  *   7. with `--peer debezium`: Debezium's PostgreSQL connector + Outbox Event Router on a Kafka
  *      Connect standalone worker, on the same backlogs, PostgreSQL and broker, and its live latency,
  *      with its defaults and tuned for throughput (bench/debezium.ts DEBEZIUM_TUNING);
- *   8. NATS JetStream and RabbitMQ (issue 23; throwaway servers of their own, bench/sinks.ts): the
+ *   8. exactly-once (bench/eos.ts): the bulk drain with --delivery exactly-once beside the
+ *      at-least-once one in every round, and a short live run of each mode (read_committed
+ *      receipt time); `--delivery-modes at-least-once` skips it;
+ *   9. NATS JetStream and RabbitMQ (issue 23; throwaway servers of their own, bench/sinks.ts): the
  *      bulk drain in the same rounds as pg_recvlogical and Kafka, and live commit → ack at the same
  *      rate, one relay at a time after Kafka's. By default where their servers are installed;
  *      `--sink nats|rabbitmq|nats,rabbitmq` runs only the bulk and live sections (Kafka's
@@ -25,7 +28,8 @@
  *
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
- *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq]
+ *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq
+ *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15]
  */
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,6 +43,7 @@ import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
+import { EOS_ARGS, eosLive } from './eos.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
 import { measureLive, measureLiveWith, ramp } from './live.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
@@ -49,6 +54,7 @@ import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
 import {
   type BulkRound,
   type CodecResult,
+  type EosRound,
   type LiveRun,
   Report,
   type SinkLive,
@@ -124,6 +130,7 @@ async function main() {
       ...rounds.flatMap((r) => [`b_recv_${r}`, `b_stdout_${r}`, `b_kafka_${r}`]),
       'b_kafka_cold',
       'b_kafka_warm',
+      ...(a.eos ? ['b_eos_warm', ...rounds.map((r) => `b_eos_${r}`)] : []),
       ...rounds.flatMap((r) => a.compression.map((codec) => `c_${codec}_${r}`)),
       ...sinks.flatMap((s) => [`b_${s.name}_warm`, ...rounds.map((r) => `b_${s.name}_${r}`)]),
       ...(a.peer ? ['b_debezium', 'b_debezium_tuned'] : []),
@@ -190,7 +197,9 @@ async function main() {
       return d;
     };
     for (const s of sinks) await sinkDrain(s, `b_${s.name}_warm`);
+    if (a.eos) await kafkaDrain('b_eos_warm', endBulk, 'outbox.event.Bulk', a.rows, EOS_ARGS);
     const bulk: BulkRound[] = [];
+    const eosBulk: EosRound[] = [];
     for (const r of rounds) {
       const recv = await drainRecvlogical(server, ctx, `b_recv_${r}`, endBulk, PUBLICATION);
       if (r === 0) report.note(`pg_recvlogical ${recv.options.join(' ')} (the relay's pgoutput options)`);
@@ -198,12 +207,18 @@ async function main() {
       await resetStatus(db);
       const stdout = await drainRelay(server.url, ctx, `b_stdout_${r}`, endBulk, ['--sink', 'stdout']);
       await dropSlot(db, `b_stdout_${r}`);
+      // Exactly-once beside at-least-once, the order alternating by round.
+      const eosDrain = () => kafkaDrain(`b_eos_${r}`, endBulk, 'outbox.event.Bulk', a.rows, EOS_ARGS);
+      const eosFirst = a.eos && r % 2 === 1 ? await eosDrain() : null;
       const kafka = await kafkaDrain(`b_kafka_${r}`, endBulk, 'outbox.event.Bulk', a.rows);
+      const eos = eosFirst ?? (a.eos ? await eosDrain() : null);
+      if (eos) eosBulk.push({ alo: kafka, eos });
       const bySink: BulkRound['sinks'] = {};
       for (const s of sinks) bySink[s.name] = await sinkDrain(s, `b_${s.name}_${r}`);
       bulk.push({ recv, stdout, kafka, sinks: bySink });
     }
     report.bulk(a.rows, bulk, kafkaCold);
+    if (a.eos) report.eosBulk(a.rows, eosBulk);
 
     // Compression: the bulk backlog per codec, codecs interleaved within each round.
     if (a.compression.length > 0) {
@@ -350,6 +365,22 @@ async function main() {
       }
       report.sinksLive(a.liveRate, a.liveSeconds, sinkRuns);
     }
+    if (a.eos && a.eosLiveSeconds > 0)
+      report.eosLive(
+        a.liveRate,
+        a.eosLiveSeconds,
+        await eosLive({
+          kafka,
+          admin,
+          url: server.url,
+          kafkaArgs,
+          rate: a.liveRate,
+          seconds: a.eosLiveSeconds,
+          createSlot: (slot) => createSlots(db, [slot]),
+          dropSlot: (slot) => dropSlot(db, slot),
+          cleanup,
+        }),
+      );
 
     // 5. One big transaction.
     if (a.bigRows > 0) {

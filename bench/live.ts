@@ -114,8 +114,16 @@ export interface LiveReader {
   stop(): Promise<void>;
 }
 
-/** Kafka: a consumer group of its own from the beginning; ack time = the record's LogAppendTime. */
-export function kafkaLiveReader(kafka: Kafka, topic: string): LiveReader {
+/**
+ * Kafka: a consumer group of its own from the beginning (read_committed, kafkajs' default); ack
+ * time = the record's LogAppendTime, or with 'receipt' the time the consumer got it (a
+ * transactional record is appended before its commit: bench/eos.ts).
+ */
+export function kafkaLiveReader(
+  kafka: Kafka,
+  topic: string,
+  ack: 'log-append' | 'receipt' = 'log-append',
+): LiveReader {
   const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
   return {
     async start(onRecord) {
@@ -124,7 +132,8 @@ export function kafkaLiveReader(kafka: Kafka, topic: string): LiveReader {
       await consumer.run({
         eachBatchAutoResolve: true,
         eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) onRecord(m.value, Number(m.timestamp));
+          const at = now();
+          for (const m of batch.messages) onRecord(m.value, ack === 'receipt' ? at : Number(m.timestamp));
         },
       });
       await waitAssigned(consumer);

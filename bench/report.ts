@@ -4,13 +4,14 @@
  */
 
 import { DEBEZIUM_TUNING, tuningText } from './debezium.ts';
+import type { EosLive } from './eos.ts';
 import type { FloorResult } from './floors.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveResult, type RampStep } from './live.ts';
 import type { PeerResult } from './peer.ts';
 import type { PgCpu } from './pg-cpu.ts';
 import type { Drain } from './relay.ts';
 import type { SinkName } from './sinks.ts';
-import { type Dist, medianAndWorst, overFloor, round, us } from './stats.ts';
+import { type Dist, median, medianAndWorst, overFloor, round, us } from './stats.ts';
 
 type Value = string | number | boolean | null | object;
 
@@ -50,6 +51,8 @@ const SINK_ACK: Record<SinkName, string> = {
   rabbitmq: 'receipt by a consumer of the quorum queue (confirm time + a delivery hop: an upper bound)',
 };
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
+/** One round of the exactly-once section: the bulk drain in each delivery mode, seconds apart. */
+export type EosRound = { alo: Drain; eos: Drain };
 /** A codec's drains (one per round) and the bytes its topic holds after all of them. */
 export type CodecResult = { codec: string; drains: Drain[]; storedBytes: number };
 
@@ -434,6 +437,78 @@ export class Report {
         max_vs_floor: ratio(vs(r, 'max')),
       })),
     });
+  }
+
+  /**
+   * Exactly-once vs at-least-once bulk drains (bench/eos.ts): the ratio is the median of the
+   * rounds' own ratios (drains seconds apart); rates and CPU are each mode's median drain.
+   */
+  eosBulk(rows: number, rounds: EosRound[]): void {
+    const alo = medianDrain(rounds.map((r) => r.alo));
+    const eos = medianDrain(rounds.map((r) => r.eos));
+    const vs = median(rounds.map((r) => r.alo.seconds / r.eos.seconds));
+    console.log(
+      `\n## Exactly-once: bulk backlog (${fmtInt(rows)} rows), --delivery exactly-once beside at-least-once in each round, median of ${rounds.length} rounds`,
+    );
+    table(
+      ['path', 'events/s', 'vs at-least-once', 'relay CPU/event', 'broker CPU/event'],
+      [
+        [
+          'relay → Kafka, at-least-once',
+          fmtInt(rows / alo.seconds),
+          '1.00',
+          `${us(alo.cpuSeconds, rows).toFixed(1)} µs`,
+          `${us(alo.brokerCpuSeconds, rows).toFixed(1)} µs`,
+        ],
+        [
+          'relay → Kafka, exactly-once',
+          fmtInt(rows / eos.seconds),
+          vs.toFixed(2),
+          `${us(eos.cpuSeconds, rows).toFixed(1)} µs`,
+          `${us(eos.brokerCpuSeconds, rows).toFixed(1)} µs`,
+        ],
+      ],
+    );
+    console.log(
+      `\nRounds (events/s): ${roundsLine(
+        rows,
+        rounds.map((r) => ({ 'at-least-once': r.alo, 'exactly-once': r.eos })),
+      )}`,
+    );
+    Object.assign(this.#json, {
+      eos_vs_alo_bulk: ratio(vs),
+      eos_bulk_events_per_s: Math.round(rows / eos.seconds),
+      alo_bulk_events_per_s: Math.round(rows / alo.seconds),
+      eos_relay_cpu_us_per_event: round(us(eos.cpuSeconds, rows)),
+      alo_relay_cpu_us_per_event: round(us(alo.cpuSeconds, rows)),
+      eos_broker_cpu_us_per_event: round(us(eos.brokerCpuSeconds, rows)),
+      alo_broker_cpu_us_per_event: round(us(alo.brokerCpuSeconds, rows)),
+      eos_bulk_rounds: rounds.map((r) => ({
+        alo: Math.round(rows / r.alo.seconds),
+        eos: Math.round(rows / r.eos.seconds),
+      })),
+    });
+  }
+
+  /** Each delivery mode's short live run, ack = receipt by a read_committed consumer (bench/eos.ts). */
+  eosLive(rate: number, seconds: number, runs: EosLive): void {
+    console.log(
+      `\n## Exactly-once: live, ${fmtInt(rate)} single-row commits/s for ${seconds} s per mode (one relay at a time), commit → receipt by a read_committed consumer`,
+    );
+    table(LIVE_HEAD, [
+      liveRow('relay → Kafka, at-least-once', runs.alo.live, runs.alo.relayCpu),
+      liveRow('relay → Kafka, exactly-once', runs.eos.live, runs.eos.relayCpu),
+    ]);
+    for (const [mode, { live: r, relayCpu }] of Object.entries(runs))
+      Object.assign(this.#json, {
+        [`${mode}_live_p50_ms`]: round(r.dist.p50),
+        [`${mode}_live_p99_ms`]: round(r.dist.p99),
+        [`${mode}_live_max_ms`]: round(r.dist.max),
+        [`${mode}_live_missing`]: r.missing,
+        [`${mode}_live_duplicates`]: r.duplicates,
+        [`${mode}_live_relay_cpu_us_per_event`]: round(us(relayCpu, r.dist.n + r.warmup.n)),
+      });
+    this.#json.eos_live_seconds = seconds;
   }
 
   /** The broker sinks' live runs, each after the one before on its own relay, beside Kafka's of this run. */

@@ -86,6 +86,11 @@ export class TransactionalPublisher {
     };
   }
 
+  /** Set once this relay was fenced: every later publish rejects with it. */
+  get fenced(): RelayError | null {
+    return this.#fenced;
+  }
+
   get transactionalId(): string {
     return this.#c.transactionalId;
   }

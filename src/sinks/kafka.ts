@@ -195,6 +195,7 @@ export class KafkaSink implements Sink {
       this.exactlyOnce = {
         committed: async () => (await t.committed())?.published ?? '{}',
         recorded: (ids) => t.recorded(ids),
+        fenced: () => t.fenced,
       };
     }
     // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.

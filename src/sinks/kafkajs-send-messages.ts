@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Message, PartitionerArgs } from 'kafkajs';
+import { cacheTransactionCoordinator } from './kafkajs-coordinator-cache.ts';
 import { groupMessagesPerPartition } from './kafkajs-linear-grouping.ts';
 import { acknowledges } from './partition-acks.ts';
 
@@ -118,6 +119,7 @@ export function createSendMessages({
   const responseSerializer = require('kafkajs/src/producer/responseSerializer') as (
     response: unknown,
   ) => PartitionResponse[];
+  cacheTransactionCoordinator(cluster, eosManager, eosManager.isTransactional());
 
   return async ({ acks, timeout, compression, topicMessages }: SendArgs): Promise<PartitionResponse[]> => {
     sendsByPartition++;
@@ -279,8 +281,12 @@ export function createSendMessages({
  * transaction's markers are still being written (CONCURRENT_TRANSACTIONS: after every commit, for
  * a few ms), the coordinator is loading or moved. kafkajs does not retry AddPartitionsToTxn at all
  * (tulios/kafkajs#296, #430); its sendMessages retrier would, but only after ≥ 200 ms and a
- * metadata refresh. Java's producer retries these after 20 ms; so does this, briefly, before the
- * error goes up (the relay then replaces the producer and sends the batch again).
+ * metadata refresh. Java's producer retries these after 20 ms; this retries after 1, 2, 4 … 250 ms
+ * (30 attempts, ≈ 5 s) before the error goes up (the relay then replaces the producer and sends
+ * the batch again). The first retry comes soon because CONCURRENT_TRANSACTIONS is the usual answer
+ * right after a commit: the coordinator answers EndTxn once PREPARE_COMMIT is logged and writes the
+ * markers after, a few ms on a local broker; waiting 5 ms first cost a measurable share of
+ * the exactly-once drain (docs/exactly-once.md, "Throughput").
  */
 const COORDINATOR_BUSY = new Set([
   'CONCURRENT_TRANSACTIONS',
@@ -299,7 +305,7 @@ async function addPartitionsToTransaction(eos: EosManager, topicData: TopicData[
       return;
     } catch (e) {
       if (attempt >= 30 || !COORDINATOR_BUSY.has((e as KafkaError).type ?? '')) throw e;
-      await new Promise((r) => setTimeout(r, Math.min(5 * 2 ** attempt, 250)));
+      await new Promise((r) => setTimeout(r, Math.min(2 ** attempt, 250)));
     }
   }
 }

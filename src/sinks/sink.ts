@@ -39,4 +39,6 @@ export interface ExactlyOnceProgress {
   committed(): Promise<string>;
   /** Ids PostgreSQL's progress record now holds ('all': every id committed so far). */
   recorded(ids: readonly string[] | 'all'): void;
+  /** The PRODUCER_FENCED error once this relay was fenced (it never publishes again), else null. */
+  fenced(): Error | null;
 }

@@ -431,6 +431,11 @@ export class Relay {
           this.#current = null;
           const e = toRelayError(err);
           if (stop.aborted) break;
+          // Exactly-once: fenced while the session ended for another reason (a zombie resumed
+          // after a takeover sees its database sessions terminated too, often first): it exits 75
+          // rather than wait as a standby whose producer can never publish again.
+          const fenced = this.#sink.exactlyOnce?.fenced();
+          if (fenced) throw fenced;
           // Lost while streaming (the sweeper saw wal_status = lost): the next round recovers it.
           if (e.code === ErrorCode.SLOT_INVALIDATED && c.slotRecovery) {
             this.#log.warn({ err: e.message }, 'replication slot lost while streaming; recovering it');
