@@ -24,9 +24,48 @@ export class RelayMetrics {
   readonly pruned: Counter<'status'>;
   readonly health: HealthMetrics;
 
+  #exactlyOnce: (() => { commits: number; replacements: number; progressTopicLosses: number }) | null = null;
+
+  /**
+   * --delivery exactly-once: where its outbox_exactly_once_* counters read the transactional
+   * publisher's counts, at each scrape (0 without it). A progress topic loss is a window in which
+   * a restart would publish again what PostgreSQL had not recorded yet (docs/exactly-once.md).
+   */
+  watchExactlyOnce(read: () => { commits: number; replacements: number; progressTopicLosses: number }): void {
+    this.#exactlyOnce = read;
+  }
+
   constructor(registry = new Registry()) {
     this.registry = registry;
     const r = [registry];
+    const eo = (
+      pick: (c: { commits: number; replacements: number; progressTopicLosses: number }) => number,
+    ) => {
+      const read = () => this.#exactlyOnce;
+      return function collect(this: Counter) {
+        const counts = read()?.();
+        this.reset();
+        if (counts) this.inc(pick(counts));
+      };
+    };
+    new Counter({
+      name: 'outbox_exactly_once_commits_total',
+      help: 'Kafka transactions committed (--delivery exactly-once).',
+      registers: r,
+      collect: eo((c) => c.commits),
+    });
+    new Counter({
+      name: 'outbox_exactly_once_producer_replacements_total',
+      help: 'Transactional producers replaced after an error inside a transaction (the next one aborts its transaction).',
+      registers: r,
+      collect: eo((c) => c.replacements),
+    });
+    new Counter({
+      name: 'outbox_exactly_once_progress_topic_losses_total',
+      help: 'Times the exactly-once progress topic was found deleted and recreated: each an at-least-once window until PostgreSQL records what was committed.',
+      registers: r,
+      collect: eo((c) => c.progressTopicLosses),
+    });
     this.eventsPublished = new Counter({
       name: 'outbox_events_published_total',
       help: 'Events the broker acknowledged, by topic.',

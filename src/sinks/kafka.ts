@@ -196,6 +196,11 @@ export class KafkaSink implements Sink {
         committed: async () => (await t.committed())?.published ?? '{}',
         recorded: (ids) => t.recorded(ids),
         fenced: () => t.fenced,
+        counts: () => ({
+          commits: t.commits,
+          replacements: t.replacements,
+          progressTopicLosses: t.progressTopicLosses,
+        }),
       };
     }
     // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.

@@ -24,6 +24,7 @@ export class SerializedSink implements Sink {
         committed: () => this.#serial(() => eo.committed()),
         recorded: (ids) => eo.recorded(ids),
         fenced: () => eo.fenced(),
+        counts: () => eo.counts(),
       };
   }
 

@@ -41,4 +41,13 @@ export interface ExactlyOnceProgress {
   recorded(ids: readonly string[] | 'all'): void;
   /** The PRODUCER_FENCED error once this relay was fenced (it never publishes again), else null. */
   fenced(): Error | null;
+  /** Counts so far, for the metrics: transactions committed, producers replaced, progress topic losses. */
+  counts(): ExactlyOnceCounts;
+}
+
+export interface ExactlyOnceCounts {
+  commits: number;
+  replacements: number;
+  /** Each a window in which a restart would publish again what PostgreSQL had not recorded yet. */
+  progressTopicLosses: number;
 }

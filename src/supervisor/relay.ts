@@ -153,6 +153,8 @@ export class Relay {
     this.#sink = new SerializedSink(o.sink);
     this.#log = o.log.child({ slot: o.config.slot });
     this.metrics = o.metrics ?? new RelayMetrics();
+    const eo = this.#sink.exactlyOnce;
+    if (eo) this.metrics.watchExactlyOnce(() => eo.counts());
     this.#outages = new OutageLog(this.#log);
   }
 
