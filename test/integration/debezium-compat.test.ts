@@ -279,10 +279,8 @@ afterAll(() => {
 describe('the Debezium preset writes what Debezium writes', () => {
   const only = process.env.DEBEZIUM_COMPAT_SETUPS?.split(',');
   for (const [n, setup] of SETUPS.entries()) {
-    if (only && !only.includes(setup.name)) {
-      it.skip(setup.name, () => {});
-      continue;
-    }
+    // DEBEZIUM_COMPAT_SETUPS (npm run compat:debezium) narrows the run: the others are not registered.
+    if (only && !only.includes(setup.name)) continue;
     it(`${setup.name}: every record byte for byte (key, value, headers) and its partition`, async () => {
       const schema = `dbz_${setup.name}`;
       await db.query(`CREATE SCHEMA ${schema}`);
