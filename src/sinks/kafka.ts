@@ -22,6 +22,7 @@ import { logCreator } from './kafkajs-log.ts';
 import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
+import { MissingTopics } from './missing-topics.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
@@ -131,6 +132,8 @@ export class KafkaSink implements Sink {
   /** --delivery exactly-once: every publish is a Kafka transaction (kafka-transactions.ts). */
   readonly transactions: TransactionalPublisher | null = null;
   readonly exactlyOnce?: ExactlyOnceProgress;
+  /** Topics found missing: their events fail at once, looked for again in the background (missing-topics.ts). */
+  readonly missingTopics = new MissingTopics((topic) => this.checkTopic(topic));
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
@@ -272,6 +275,39 @@ export class KafkaSink implements Sink {
           aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
         })),
       );
+    const remembered = this.missingTopics.refusal(topicMessages.map((t) => t.topic));
+    if (remembered) throw remembered;
+    try {
+      await this.#send(batch, topicMessages, opts);
+    } catch (e) {
+      if (
+        topicMessages.length === 1 &&
+        !this.#producerConfig.allowAutoTopicCreation &&
+        classifyKafkaError(e).reason === 'UNKNOWN_TOPIC_OR_PARTITION'
+      ) {
+        // Remembered only once a metadata request of its own says so: the refusal may be another
+        // topic's (exactly-once: the progress topic's) or a broker's that is catching up.
+        const topic = topicMessages[0]?.topic ?? '';
+        if (
+          !this.missingTopics.has(topic) &&
+          (await this.checkTopic(topic).catch(() => null)) === 'missing'
+        ) {
+          this.#log.warn(
+            { topic },
+            'topic does not exist: its events fail at once from now on (no metadata retries), and the relay looks for it every 5 s',
+          );
+          this.missingTopics.add(topic);
+        }
+      }
+      throw e;
+    }
+  }
+
+  async #send(
+    batch: readonly OutboundMessage[],
+    topicMessages: { topic: string; messages: Message[] }[],
+    opts?: PublishOptions,
+  ): Promise<void> {
     if (this.transactions) {
       const ids = opts?.progress ? batch.map((m) => m.event.id) : [];
       const send = { timeout: this.#timeout, compression: this.#compression };
@@ -352,6 +388,7 @@ export class KafkaSink implements Sink {
   }
 
   async stop(): Promise<void> {
+    this.missingTopics.stop();
     await this.transactions?.stop();
     await this.#producer.disconnect();
   }
