@@ -142,6 +142,40 @@ function batchesOf(body: Buffer): { attributes: number; crcOk: boolean; count: n
   return out;
 }
 
+describe('encodeProduceBody: null header values', () => {
+  it("writes a null header value as Kafka's null (length -1), which kafkajs' decoder reads back as null", () => {
+    const body = (headers: Record<string, string | Buffer | null>) =>
+      encodeProduceBody({
+        acks: -1,
+        timeout: 1000,
+        producerId: 1,
+        producerEpoch: 0,
+        topicData: [
+          {
+            topic: 't',
+            partitions: [{ partition: 0, messages: [{ key: 'k', value: 'v', headers, timestamp: 5 }] }],
+          },
+        ],
+      } as ProduceArgs)!;
+    const withNull = body({ id: 'e-1', trace: null });
+    const withEmpty = body({ id: 'e-1', trace: '' });
+    const [n] = batchesOf(withNull);
+    const [e] = batchesOf(withEmpty);
+    expect(n!.crcOk).toBe(true);
+    // The only difference in the record: the value length, zigzag -1 (0x01) against 0 (0x00).
+    expect(n!.records.length).toBe(e!.records.length);
+    const diff = [...n!.records].flatMap((b, i) => (b === e!.records[i] ? [] : [[b, e!.records[i]]]));
+    expect(diff).toEqual([[0x01, 0x00]]);
+    const Decoder = require('kafkajs/src/protocol/decoder');
+    const decodeRecord = require('kafkajs/src/protocol/recordBatch/record/v0/decoder');
+    const d = new Decoder(n!.records);
+    const length = d.readVarInt();
+    const record = decodeRecord(d.slice(length), { firstOffset: '0', firstTimestamp: '5' });
+    expect(record.headers.id.toString()).toBe('e-1');
+    expect(record.headers.trace).toBeNull();
+  });
+});
+
 describe('encodeProduceBody with a codec', () => {
   registerKafkajsCodecs();
   for (const [name, codec] of Object.entries(CODECS)) {
