@@ -61,7 +61,7 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
   KAFKA_TOPICS_NOT_READY:
     'Create the named topics with enough partitions (kafka-topics.sh --create / --alter --partitions, or run with --kafka-topics create), or lower --kafka-topic-partitions; `outbox-relay check` lists them (docs/kafka.md#topics).',
   PRODUCER_FENCED:
-    "Exactly-once: another relay started a transactional producer with this relay's transactional id (same database and slot) and fenced this one, or wrote the slot's Kafka progress since. This relay stopped publishing and exited (75) without committing anything more; nothing is lost. If both were meant to run, one is a standby: restart this one and it waits for the leader lock (docs/exactly-once.md).",
+    "Exactly-once: another relay started a transactional producer with this relay's transactional id (same database and slot) and fenced this one, or wrote the slot's Kafka progress since. This relay stopped publishing and exited (75) without committing anything more; nothing is lost. If both were meant to run, one is a standby: restart this one and it waits for the leader lock (docs/delivery.md).",
 };
 
 export interface RelayErrorOptions {

@@ -29,7 +29,7 @@ export class RelayMetrics {
   /**
    * --delivery exactly-once: where its outbox_exactly_once_* counters read the transactional
    * publisher's counts, at each scrape (0 without it). A progress topic loss is a window in which
-   * a restart would publish again what PostgreSQL had not recorded yet (docs/exactly-once.md).
+   * a restart would publish again what PostgreSQL had not recorded yet (docs/delivery.md).
    */
   watchExactlyOnce(read: () => { commits: number; replacements: number; progressTopicLosses: number }): void {
     this.#exactlyOnce = read;

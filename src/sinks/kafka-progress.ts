@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { type Kafka, Partitioners } from 'kafkajs';
 
 /**
- * The exactly-once progress record in Kafka (docs/exactly-once.md): one record per Kafka
+ * The exactly-once progress record in Kafka (docs/delivery.md): one record per Kafka
  * transaction on a compacted topic, keyed by the relay's transactional id, written in the SAME
  * transaction as the events. Its `published` is the int8multirange text of every outbox id this
  * slot published to Kafka that PostgreSQL's progress record (lifecycle/progress.ts) may not hold

@@ -5,7 +5,7 @@ import { isFenced } from './kafka-errors.ts';
 import { decodeProgress, encodeProgress } from './kafka-progress.ts';
 import { relayLevelOf } from './kafkajs-log.ts';
 
-/** Pure parts of exactly-once delivery (docs/exactly-once.md); the protocol itself is tested on the real broker (test/integration/exactly-once.test.ts). */
+/** Pure parts of exactly-once delivery (docs/delivery.md); the protocol itself is tested on the real broker (test/integration/exactly-once.test.ts). */
 
 const protocolError = (type: string, code: number, message = `broker says ${type}`) =>
   new KafkaJSProtocolError({ type, code, retriable: false, message } as never);

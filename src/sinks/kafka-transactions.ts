@@ -8,7 +8,7 @@ import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-
 import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 
 /**
- * Exactly-once delivery (docs/exactly-once.md): every publish is one Kafka transaction holding
+ * Exactly-once delivery (docs/delivery.md): every publish is one Kafka transaction holding
  * the batch AND the slot's progress record (kafka-progress.ts), so a read_committed consumer sees
  * a batch exactly when Kafka's record of it is committed too.
  *

@@ -286,7 +286,7 @@ export function createSendMessages({
  * the batch again). The first retry comes soon because CONCURRENT_TRANSACTIONS is the usual answer
  * right after a commit: the coordinator answers EndTxn once PREPARE_COMMIT is logged and writes the
  * markers after, a few ms on a local broker; waiting 5 ms first cost a measurable share of
- * the exactly-once drain (docs/exactly-once.md, "Throughput").
+ * the exactly-once drain (docs/delivery.md, "Throughput").
  */
 const COORDINATOR_BUSY = new Set([
   'CONCURRENT_TRANSACTIONS',

@@ -20,7 +20,7 @@ export interface Sink {
    */
   destinationOf?(m: OutboundMessage): string;
   stop(): Promise<void>;
-  /** Present in exactly-once mode only (Kafka transactions: docs/exactly-once.md). */
+  /** Present in exactly-once mode only (Kafka transactions: docs/delivery.md). */
   readonly exactlyOnce?: ExactlyOnceProgress;
 }
 

@@ -237,7 +237,7 @@ export class Sweeper {
         error: { class: 'permanent', reason: routed.reason, message: routed.error },
       };
     }
-    // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/exactly-once.md).
+    // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/delivery.md).
     if (this.#d.sink.exactlyOnce) routed.message.headers[DELIVERY_HEADER] = 'at-least-once';
     return { event, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }

@@ -14,7 +14,7 @@ import {
 } from '../support/relay.ts';
 
 /**
- * --delivery exactly-once on the real broker (docs/exactly-once.md), read back read_committed
+ * --delivery exactly-once on the real broker (docs/delivery.md), read back read_committed
  * (kafkajs' consumer default): every event exactly once through kill -9s, a refused event inside
  * a transaction, and a zombie relay (SIGSTOPped, taken over, resumed) that must commit nothing.
  */
