@@ -2,26 +2,46 @@
 import { parseArgs } from 'node:util';
 import { BROKER_SINKS, type SinkName, sinkInstalled } from './sinks.ts';
 
-const { values } = parseArgs({
-  options: {
-    rows: { type: 'string', default: '100000' },
-    'txn-rows': { type: 'string', default: '100' },
-    'txn-backlog': { type: 'string', default: '100000' },
-    rounds: { type: 'string', default: '3' },
-    'big-rows': { type: 'string', default: '200000' },
-    'live-rate': { type: 'string', default: '2000' },
-    'live-seconds': { type: 'string', default: '60' },
-    'live-runs': { type: 'string', default: '5' },
-    'ramp-rates': { type: 'string', default: '2000,4000,6000,8000,12000' },
-    'ramp-seconds': { type: 'string', default: '8' },
-    peer: { type: 'string', default: '' },
-    'debezium-poll-ms': { type: 'string', default: '' },
-    compression: { type: 'string', default: 'none,gzip,snappy,lz4,zstd' },
-    sink: { type: 'string', default: '' },
-    'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
-    'eos-live-seconds': { type: 'string', default: '15' },
-  },
-});
+const OPTIONS = {
+  rows: { type: 'string', default: '100000' },
+  'txn-rows': { type: 'string', default: '100' },
+  'txn-backlog': { type: 'string', default: '100000' },
+  rounds: { type: 'string', default: '3' },
+  'big-rows': { type: 'string', default: '200000' },
+  'live-rate': { type: 'string', default: '2000' },
+  'live-seconds': { type: 'string', default: '60' },
+  'live-runs': { type: 'string', default: '5' },
+  'ramp-rates': { type: 'string', default: '2000,4000,6000,8000,12000' },
+  'ramp-seconds': { type: 'string', default: '8' },
+  peer: { type: 'string', default: '' },
+  'debezium-poll-ms': { type: 'string', default: '' },
+  compression: { type: 'string', default: 'none,gzip,snappy,lz4,zstd' },
+  sink: { type: 'string', default: '' },
+  'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
+  'eos-live-seconds': { type: 'string', default: '15' },
+  help: { type: 'boolean', default: false },
+} as const;
+
+function parse() {
+  try {
+    return parseArgs({ options: OPTIONS }).values;
+  } catch (e) {
+    process.stderr.write(
+      `npm run bench: ${(e as Error).message}\n(npm run bench -- --help lists the flags)\n`,
+    );
+    process.exit(64);
+  }
+}
+const values = parse();
+if (values.help) {
+  const flags = Object.entries(OPTIONS)
+    .filter(([name]) => name !== 'help')
+    .map(([name, o]) => `  --${name.padEnd(18)} default ${JSON.stringify(o.default)}`);
+  process.stdout.write(
+    `npm run bench [-- flags]: the relay against pg_recvlogical, a trivial Kafka producer and its peers, one run (docs/benchmarks.md has examples and what each section measures)\n${flags.join('\n')}\n`,
+  );
+  process.exit(0);
+}
 
 function int(name: keyof typeof values): number {
   const n = Number(values[name]);
