@@ -12,12 +12,12 @@ import {
 import { failureBackoff, formatError } from '../lifecycle/failure-policy.ts';
 import type { Logger } from '../observability/logger.ts';
 import { columnsEvent, columnsModeOf } from '../replication/columns-tuple.ts';
-import { sleep } from '../retry/backoff.ts';
 import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
 import { type DebeziumRoute, routeDebezium } from '../route/debezium/route.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { tableColumns } from '../store/table-columns.ts';
+import { SweepLoop } from './sweep-loop.ts';
 
 export interface SideSweeperDeps {
   config: Config;
@@ -46,34 +46,24 @@ export class DebeziumSideSweeper {
   readonly #d: SideSweeperDeps;
   readonly #routing: DebeziumRouting;
   #route: DebeziumRoute | null = null;
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
+  readonly #loop: SweepLoop;
 
   constructor(deps: SideSweeperDeps, routing: DebeziumRouting) {
     this.#d = deps;
     this.#routing = routing;
+    this.#loop = new SweepLoop((signal) => this.sweepOnce(signal), {
+      intervalMs: deps.config.sweepIntervalMs,
+      log: deps.log,
+      failed: 'side table sweep failed; trying again next round',
+    });
   }
 
   start(): void {
-    if (this.#loop) return;
-    this.#abort = new AbortController();
-    const signal = this.#abort.signal;
-    this.#loop = (async () => {
-      while (!signal.aborted) {
-        try {
-          await this.sweepOnce(signal);
-        } catch (e) {
-          this.#d.log.warn({ err: errorMessage(e) }, 'side table sweep failed; trying again next round');
-        }
-        await sleep(this.#d.config.sweepIntervalMs, signal).catch(() => {});
-      }
-    })();
+    this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop?.catch(() => {});
-    this.#loop = null;
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 
   /** One round; the number of events published. */

@@ -39,6 +39,7 @@ import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
 import { SlotWatch } from './slot-watch.ts';
+import { SweepLoop } from './sweep-loop.ts';
 
 export interface SweeperDeps {
   config: Config;
@@ -88,8 +89,7 @@ const FIRST_COUNT_MAX_DELAY_MS = 60_000;
 export class Sweeper {
   readonly #d: SweeperDeps;
   readonly #route: RouteConfig;
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
+  readonly #loop: SweepLoop;
   #lastStatusRefresh = 0;
   /** Not before: the next settled-status scan (cost-bounded, COUNT_COST_FACTOR). */
   #statusScanAfter = 0;
@@ -108,6 +108,13 @@ export class Sweeper {
     this.#d = deps;
     this.#route = routeConfigOf(deps.config);
     const c = deps.config;
+    this.#loop = new SweepLoop((signal) => this.sweepOnce(signal), {
+      intervalMs: c.sweepIntervalMs,
+      log: deps.log,
+      failed: 'sweep failed; retrying next round',
+      quiet: (e) => e instanceof TransientDuringSweep,
+      onFatal: (e) => deps.onFatal?.(e),
+    });
     this.#slotWatch = new SlotWatch({
       db: deps.store.db,
       slot: c.slot,
@@ -129,30 +136,11 @@ export class Sweeper {
   }
 
   start(): void {
-    if (this.#loop) return;
-    this.#abort = new AbortController();
-    const signal = this.#abort.signal;
-    this.#loop = (async () => {
-      while (!signal.aborted) {
-        try {
-          await this.sweepOnce(signal);
-        } catch (e) {
-          if (e instanceof RelayError && !e.retriable) {
-            this.#d.onFatal?.(e);
-            return;
-          }
-          if (!(e instanceof TransientDuringSweep))
-            this.#d.log.warn({ err: errorMessage(e) }, 'sweep failed; retrying next round');
-        }
-        await sleep(this.#d.config.sweepIntervalMs, signal);
-      }
-    })();
+    this.#loop.start();
   }
 
   async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
+    await this.#loop.stop();
     // This instance no longer holds the slot: its slot gauges would only be stale.
     this.#d.metrics.slot.clear();
   }
