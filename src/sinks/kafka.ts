@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import {
+  type Admin,
   CompressionTypes,
   Kafka,
   logLevel,
@@ -133,7 +134,9 @@ export class KafkaSink implements Sink {
   readonly transactions: TransactionalPublisher | null = null;
   readonly exactlyOnce?: ExactlyOnceProgress;
   /** Topics found missing: their events fail at once, looked for again in the background (missing-topics.ts). */
-  readonly missingTopics = new MissingTopics((topic) => this.checkTopic(topic));
+  readonly missingTopics = new MissingTopics((topic) => this.#probeTopic(topic));
+  /** The admin client of those probes: connected once, no retries (one request, one answer). */
+  #probeAdmin: Admin | null = null;
 
   /** `client`: the Kafka client class (tests pass one to check the acknowledgement rule against). */
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
@@ -275,30 +278,23 @@ export class KafkaSink implements Sink {
           aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
         })),
       );
-    const remembered = this.missingTopics.refusal(topicMessages.map((t) => t.topic));
+    const remembered = await this.missingTopics.refusal(topicMessages.map((t) => t.topic));
     if (remembered) throw remembered;
     try {
       await this.#send(batch, topicMessages, opts);
     } catch (e) {
+      const topic = topicMessages[0]?.topic ?? '';
       if (
         topicMessages.length === 1 &&
         !this.#producerConfig.allowAutoTopicCreation &&
-        classifyKafkaError(e).reason === 'UNKNOWN_TOPIC_OR_PARTITION'
-      ) {
-        // Remembered only once a metadata request of its own says so: the refusal may be another
-        // topic's (exactly-once: the progress topic's) or a broker's that is catching up.
-        const topic = topicMessages[0]?.topic ?? '';
-        if (
-          !this.missingTopics.has(topic) &&
-          (await this.checkTopic(topic).catch(() => null)) === 'missing'
-        ) {
-          this.#log.warn(
-            { topic },
-            'topic does not exist: its events fail at once from now on (no metadata retries), and the relay looks for it every 5 s',
-          );
-          this.missingTopics.add(topic);
-        }
-      }
+        classifyKafkaError(e).reason === 'UNKNOWN_TOPIC_OR_PARTITION' &&
+        !this.missingTopics.has(topic) &&
+        (await this.missingTopics.confirm(topic))
+      )
+        this.#log.warn(
+          { topic },
+          'topic does not exist: its next events are refused after one metadata request each (no retries) until it exists',
+        );
       throw e;
     }
   }
@@ -387,8 +383,30 @@ export class KafkaSink implements Sink {
     }
   }
 
+  /** Whether `topic` exists, by one metadata request without kafkajs' retries. */
+  async #probeTopic(topic: string): Promise<'ok' | 'missing' | 'unauthorized' | 'unreachable'> {
+    try {
+      if (!this.#probeAdmin) {
+        const admin = this.#kafka.admin({ retry: { retries: 0 } });
+        await admin.connect();
+        this.#probeAdmin = admin;
+      }
+      const md = await this.#probeAdmin.fetchTopicMetadata({ topics: [topic] });
+      return md.topics.some((t) => t.name === topic && t.partitions.length > 0) ? 'ok' : 'missing';
+    } catch (e) {
+      const type = (e as { type?: string }).type ?? '';
+      if (type === 'UNKNOWN_TOPIC_OR_PARTITION') return 'missing';
+      if (type === 'TOPIC_AUTHORIZATION_FAILED') return 'unauthorized';
+      const admin = this.#probeAdmin;
+      this.#probeAdmin = null;
+      await admin?.disconnect().catch(() => {});
+      return 'unreachable';
+    }
+  }
+
   async stop(): Promise<void> {
-    this.missingTopics.stop();
+    await this.#probeAdmin?.disconnect().catch(() => {});
+    this.#probeAdmin = null;
     await this.transactions?.stop();
     await this.#producer.disconnect();
   }

@@ -1,34 +1,33 @@
 /**
- * Topics the broker said do not exist (UNKNOWN_TOPIC_OR_PARTITION once kafkajs' own metadata
- * retries were spent, ~1.4 s), remembered so that the next events for them fail at once instead
- * of waiting through the same retries. The sink publishes one batch at a time, so without this
- * every refused event — the stream's first attempt and each of the sweeper's retries — held the
- * whole stream for those 1.4 s: at 0.1 % of events for a missing topic and 2,000 events/s the
- * relay fell behind (docs/benchmarks.md, "Refused events").
+ * Topics the broker said do not exist, remembered so that the next events for them fail after
+ * one metadata request instead of kafkajs' metadata retries (~1.4 s). The sink publishes one
+ * batch at a time, so without this every refused event — the stream's first attempt and each of
+ * the sweeper's retries — held the whole stream for those 1.4 s: at 0.1 % of events for a missing
+ * topic and 2,000 events/s the relay fell behind (docs/benchmarks.md, "Refused events").
  *
- * A remembered topic is probed in the background (`probe`, a metadata request without retries)
- * every `intervalMs`; once it exists it is forgotten and its events flow again. Between its
- * creation and the next probe its events still fail (permanently, with the usual reason): the
- * sweeper retries them with back-off, so nothing is lost, and in strict order they park their key
- * as any refused event does. Only single-topic refusals are remembered: a refusal of a batch for
- * several topics does not say which one is missing (the stream re-sends such a batch per topic,
- * src/outcome/decide.ts, and the per-topic send names it).
+ * A remembered topic is asked about before each send that includes it (`probe`: one metadata
+ * request, no retries):
+ * - still missing: the send is refused at once (UNKNOWN_TOPIC_OR_PARTITION, permanent — the
+ *   broker answered, so the event's attempt counts as it would have);
+ * - it exists now: it is forgotten and the send goes on;
+ * - no answer (the brokers are unreachable) or any other answer: the send goes on as if nothing
+ *   were remembered, so a broker outage stays a transient error and burns no attempt.
+ * Only single-topic refusals are remembered, and only once a probe of its own says missing: a
+ * refusal of a batch for several topics does not say which one is missing (the stream re-sends
+ * such a batch per topic, src/outcome/decide.ts), and in exactly-once mode the refusal may be
+ * the progress topic's.
  */
 export type TopicProbe = (topic: string) => Promise<'ok' | 'missing' | 'unauthorized' | 'unreachable'>;
 
 export class MissingTopics {
-  /** topic → when it was found missing (ms since the epoch). */
+  /** topic → when it was first found missing (ms since the epoch). */
   readonly #topics = new Map<string, number>();
   readonly #probe: TopicProbe;
-  readonly #intervalMs: number;
-  #timer: NodeJS.Timeout | null = null;
-  #probing = false;
-  /** Sends refused from memory, without a request (tests, logs). */
-  refusedFromMemory = 0;
+  /** Sends refused after a probe alone, without kafkajs' retries (tests, logs). */
+  refusedFast = 0;
 
-  constructor(probe: TopicProbe, intervalMs = 5000) {
+  constructor(probe: TopicProbe) {
     this.#probe = probe;
-    this.#intervalMs = intervalMs;
   }
 
   get size(): number {
@@ -39,15 +38,22 @@ export class MissingTopics {
     return this.#topics.has(topic);
   }
 
-  /** The refusal for the first remembered topic among `topics`, or null when none is remembered. */
-  refusal(topics: readonly string[]): Error | null {
+  /**
+   * The refusal for the first remembered topic among `topics` that a probe finds still missing;
+   * null when none is (remembered topics found to exist are forgotten on the way).
+   */
+  async refusal(topics: readonly string[]): Promise<Error | null> {
+    if (this.#topics.size === 0) return null;
     for (const topic of topics) {
       const since = this.#topics.get(topic);
       if (since === undefined) continue;
-      this.refusedFromMemory++;
+      const verdict = await this.#probe(topic).catch(() => 'unreachable' as const);
+      if (verdict === 'ok') this.#topics.delete(topic);
+      if (verdict !== 'missing') continue;
+      this.refusedFast++;
       return Object.assign(
         new Error(
-          `This server does not host this topic-partition: ${topic} (found missing ${Math.round((Date.now() - since) / 1000)} s ago; looked for again every ${this.#intervalMs / 1000} s)`,
+          `This server does not host this topic-partition: ${topic} (missing since ${new Date(since).toISOString()})`,
         ),
         { name: 'KafkaJSProtocolError', type: 'UNKNOWN_TOPIC_OR_PARTITION', code: 3, retriable: false },
       );
@@ -55,30 +61,14 @@ export class MissingTopics {
     return null;
   }
 
-  /** Remembers `topic` as missing (a send to it alone was refused with UNKNOWN_TOPIC_OR_PARTITION). */
-  add(topic: string): void {
-    if (!this.#topics.has(topic)) this.#topics.set(topic, Date.now());
-    this.#timer ??= setInterval(() => void this.probeNow(), this.#intervalMs).unref();
-  }
-
-  /** Looks for every remembered topic once; those that exist now are forgotten. */
-  async probeNow(): Promise<void> {
-    if (this.#probing) return;
-    this.#probing = true;
-    try {
-      for (const topic of [...this.#topics.keys()]) {
-        const verdict = await this.#probe(topic).catch(() => 'unreachable' as const);
-        // Only a positive answer forgets: unreachable keeps the memory (the send would fail anyway).
-        if (verdict === 'ok') this.#topics.delete(topic);
-      }
-    } finally {
-      this.#probing = false;
-      if (this.#topics.size === 0) this.stop();
-    }
-  }
-
-  stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = null;
+  /**
+   * After a send to `topic` alone was refused with UNKNOWN_TOPIC_OR_PARTITION: remembered if a
+   * probe confirms it is missing. Whether it is remembered now.
+   */
+  async confirm(topic: string): Promise<boolean> {
+    if (this.#topics.has(topic)) return true;
+    if ((await this.#probe(topic).catch(() => 'unreachable' as const)) !== 'missing') return false;
+    this.#topics.set(topic, Date.now());
+    return true;
   }
 }
