@@ -173,6 +173,10 @@ describe('evaluate', () => {
     expect(failed!.text).toMatch(
       /^2 failed event\(s\) in the side table .*\(outbox-relay events list --status failed --compat debezium\)$/,
     );
+    expect(formatStatus(r)).toMatch(
+      /events in "public"\."outbox_relay_failed"\s+published 0, failed 2, dead 1, parked 0, discarded 0\n/,
+    );
+    expect(formatStatus(r)).not.toMatch(/oldest pending/);
   });
 
   it.each([
