@@ -7,20 +7,17 @@ import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
-import { countEvents, listEvents } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
-import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
 import { type RelayView, readSample } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, parseFilter } from '../ops/event-filter.ts';
-import { selectTargets, showEvent } from '../ops/events.ts';
+import { operatorEventsOf, resolveEvents, selectTargets, showEvent, topicOfEvents } from '../ops/events.ts';
 import { OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { reasonOf, remedyFor } from '../ops/remedies.ts';
 import { countReplay } from '../ops/replay.ts';
 import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
 import type { HealthSource } from '../ops/status-report.ts';
-import { topicFor } from '../route/router.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
@@ -94,6 +91,10 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   }
   const log = o.log.child({ component: 'console' });
   const table = qualified(c.schema, c.table);
+  // The events of its pages and actions: the outbox table's, or with --compat debezium the side table's.
+  const events = operatorEventsOf(c);
+  const topicOf = topicOfEvents(c);
+  const debezium = c.compat === 'debezium';
   const pool = createPool({
     connectionString: c.databaseUrl,
     max: 2,
@@ -108,7 +109,14 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       { type: a.type, body: readFileSync(new URL(`./assets/${a.file}`, import.meta.url)) },
     ]),
   );
-  const opsContext = (db: pg.ClientBase): OpsContext => ({ config: c, db, table, log: o.log, out: () => {} });
+  const opsContext = (db: pg.ClientBase): OpsContext => ({
+    config: c,
+    db,
+    table,
+    events,
+    log: o.log,
+    out: () => {},
+  });
   const replayBatchSize = OPTIONS.find((x) => x.key === 'replayBatchSize')!.default as number;
   const jobs = new ReplayJobs({ pool, table, batchSize: replayBatchSize, log, opsContext });
 
@@ -158,7 +166,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   const countAll = async (): Promise<{ byStatus: Record<string, number>; error: string | null }> => {
     if (counts && Date.now() - counts.at < COUNTS_CACHE_MS) return { byStatus: counts.byStatus, error: null };
     try {
-      const byStatus = await withClient((db) => countEvents(db, table, { statuses: [...STATUSES] }));
+      const byStatus = await withClient((db) => events.count(db, { statuses: [...STATUSES] }));
       counts = { at: Date.now(), byStatus };
       return { byStatus, error: null };
     } catch (e) {
@@ -185,7 +193,8 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       loggedIn: token !== null && sessions.isLoggedIn(sid),
       csrf: sessions.csrfToken(sid!),
       slot: c.slot,
-      table,
+      table: events.table,
+      cliFlags: debezium ? ' --compat debezium' : '',
     });
     const send = (
       status: number,
@@ -231,6 +240,16 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     });
 
     try {
+      // Replay copies rows of the relay's own table; a Debezium table is the application's.
+      if (debezium && path.startsWith(`${BASE}/replay`))
+        return page(
+          404,
+          messagePage(
+            ctx(),
+            'Not available',
+            'Replay is not available with --compat debezium (the relay never writes the Debezium table). The events that could not be published are under Events.',
+          ),
+        );
       if (req.method === 'POST') {
         const form = await readForm(req);
         switch (path) {
@@ -288,7 +307,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
         const a = assets[path.slice(`${BASE}/assets/`.length)];
         return a ? send(200, a.type, a.body) : send(404, 'text/plain', 'not found\n');
       }
-      if (path === `${BASE}/events`) return page(200, eventsPage(ctx(), await events(url.searchParams)));
+      if (path === `${BASE}/events`) return page(200, eventsPage(ctx(), await eventsList(url.searchParams)));
       const ev = /^\/console\/events\/([^/]+)$/.exec(path);
       if (ev) return page(200, eventPage(ctx(), await withClient((db) => event(db, oneId(ev[1])))));
       if (path === `${BASE}/actions/preview`) {
@@ -329,7 +348,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     } catch (e) {
       slotError = errorMessage(e);
     }
-    const unhealthy = await withClient((db) => listEvents(db, table, { statuses: [...RESOLVABLE] }, 10));
+    const unhealthy = await withClient((db) => events.list(db, { statuses: [...RESOLVABLE] }, 10));
     return {
       now: s.at,
       health: o.health.current,
@@ -347,7 +366,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     };
   }
 
-  async function events(q: URLSearchParams) {
+  async function eventsList(q: URLSearchParams) {
     const params = filterParams(q);
     let filter: EventFilter;
     try {
@@ -359,12 +378,12 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     params.status = [...filter.statuses];
     const { afterId: _page, ...whole } = filter;
     return withClient(async (db) => {
-      const rows = await listEvents(db, table, filter, PAGE_SIZE);
+      const rows = await events.list(db, filter, PAGE_SIZE);
       return {
         params,
         error: null,
         rows,
-        counts: await countEvents(db, table, whole),
+        counts: await events.count(db, whole),
         nextAfterId: rows.length === PAGE_SIZE ? rows[rows.length - 1]!.id : null,
         limit: PAGE_SIZE,
       };
@@ -372,21 +391,20 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   }
 
   async function event(db: pg.ClientBase, id: string) {
-    const e = await showEvent(db, table, id);
+    const e = await showEvent(db, events, id);
     const same = { aggregateType: e.aggregate_type, aggregateId: e.aggregate_id };
-    const followers = await listEvents(
+    const followers = await events.list(
       db,
-      table,
       { statuses: ['parked'], ...same, afterId: e.id },
       FOLLOWERS_SHOWN,
     );
     const heldBy =
       e.status === 'parked'
-        ? ((await listEvents(db, table, { statuses: [...RESOLVABLE], ...same }, 1))[0] ?? null)
+        ? ((await events.list(db, { statuses: [...RESOLVABLE], ...same }, 1))[0] ?? null)
         : null;
     let topic: string | null = null;
     try {
-      topic = topicFor({ aggregateType: e.aggregate_type, eventType: e.event_type }, c);
+      topic = topicOf(e.aggregate_type, e.event_type);
     } catch {
       // No legal topic: the router's error (last_error) says why.
     }
@@ -399,21 +417,21 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       const params = filterParams(q);
       const filter = parseFilter(filterOptions(params), { allowed: RESOLVABLE, fallback: RESOLVABLE });
       params.status = [...filter.statuses];
-      const ids = await selectTargets(db, table, { filter }, RESOLVABLE);
+      const ids = await selectTargets(db, events, { filter }, RESOLVABLE);
       return {
         action,
         target: { filter: params, description: describeFilter(filter) },
         count: ids.length,
         throughId: ids[ids.length - 1] ?? null,
-        first: await listEvents(db, table, filter, PREVIEW_ROWS),
+        first: await events.list(db, filter, PREVIEW_ROWS),
         followers: 0,
       };
     }
     const id = oneId(q.get('id'));
     // Validates like the CLI: the event exists and is failed or dead.
-    await selectTargets(db, table, { ids: [id] }, RESOLVABLE);
-    const e = await showEvent(db, table, id);
-    const parked = await countEvents(db, table, {
+    await selectTargets(db, events, { ids: [id] }, RESOLVABLE);
+    const e = await showEvent(db, events, id);
+    const parked = await events.count(db, {
       statuses: ['parked'],
       aggregateType: e.aggregate_type,
       aggregateId: e.aggregate_id,
@@ -439,21 +457,19 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       });
       const through = BigInt(oneId(form.get('through_id')));
       // Never more than the preview showed: rows that matched later are left for another look.
-      ids = (await selectTargets(db, table, { filter }, RESOLVABLE)).filter((id) => BigInt(id) <= through);
+      ids = (await selectTargets(db, events, { filter }, RESOLVABLE)).filter((id) => BigInt(id) <= through);
       what = { filter: describeFilter(filter), throughId: through.toString() };
       backTo = `${BASE}/events`;
     } else {
       ids = [oneId(form.get('id'))];
-      await selectTargets(db, table, { ids }, RESOLVABLE);
+      await selectTargets(db, events, { ids }, RESOLVABLE);
       what = { ids };
       backTo = `${BASE}/events/${ids[0]}`;
     }
     const resetAttempts = form.get('reset_attempts') === '1';
-    // The updates are guarded by status, as in the CLI: a row published meanwhile is left alone.
-    const changed =
-      action === 'resend'
-        ? await resendEvents(db, table, ids, resetAttempts)
-        : await discardEvents(db, table, ids);
+    // As in the CLI: guarded by status, all of these ids or none (a row published since the
+    // selection just above rolls it back: an error page, nothing changed).
+    const changed = await resolveEvents(db, events, action, ids, resetAttempts);
     // The CLI's audit line, plus who in the console did it.
     await audit(
       opsContext(db),

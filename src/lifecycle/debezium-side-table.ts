@@ -1,14 +1,17 @@
 import type pg from 'pg';
-import { sqlStatuses, UNHEALTHY } from './statuses.ts';
+import { RESOLVABLE, sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
  * sql/debezium/000001_side_tables.sql): the events of a Debezium outbox that could not be
  * published, as the WAL carried them. The stream inserts them (debezium-side-store.ts); the side
- * sweeper retries, kills and releases them; operators list and resend them. Statuses:
+ * sweeper retries, kills and releases them; operators resend and discard them (their reads:
+ * debezium-side-events.ts). Statuses:
  *   failed  → published (a retry went through) | failed (again, later) | dead (max attempts)
+ *           | failed (`events resend`, due now) | discarded (`events discard`)
  *   parked  → published (released in WAL order once its key has no failed or dead event before it)
- *   dead    → failed (`events resend`, due now)
+ *   dead    → failed (`events resend`, due now) | discarded (`events discard`)
+ * A discarded or published head releases its key's parked events on the sweeper's next round.
  */
 export interface SideRow {
   walPosition: string;
@@ -113,7 +116,7 @@ export async function markSideFailed(
   );
 }
 
-/** `events resend` in the preset: failed and dead rows due now; the number changed. */
+/** `events resend` (or the console) in the preset: failed and dead rows due now; the number changed. */
 export async function resendSideRows(
   db: pg.Pool | pg.ClientBase,
   table: string,
@@ -121,26 +124,43 @@ export async function resendSideRows(
   walPositions: readonly string[],
   resetAttempts: boolean,
 ): Promise<number> {
+  if (walPositions.length === 0) return 0;
   const r = await db.query(
     `UPDATE ${table}
-        SET status = 'failed', next_attempt_at = clock_timestamp()${resetAttempts ? ', attempts = 0' : ''}
-      WHERE slot_name = $1 AND wal_position = ANY($2::bigint[]) AND status IN ('failed', 'dead')`,
+        SET status = 'failed', next_attempt_at = clock_timestamp(),
+            attempts = CASE WHEN $3::boolean THEN 0 ELSE attempts END
+      WHERE slot_name = $1 AND wal_position = ANY($2::bigint[]) AND status IN ${sqlStatuses(RESOLVABLE)}`,
+    [slot, walPositions, resetAttempts],
+  );
+  return r.rowCount ?? 0;
+}
+
+/** `events discard` (or the console) in the preset: failed and dead rows discarded; the number changed. */
+export async function discardSideRows(
+  db: pg.Pool | pg.ClientBase,
+  table: string,
+  slot: string,
+  walPositions: readonly string[],
+): Promise<number> {
+  if (walPositions.length === 0) return 0;
+  const r = await db.query(
+    `UPDATE ${table} SET status = 'discarded', next_attempt_at = NULL
+      WHERE slot_name = $1 AND wal_position = ANY($2::bigint[]) AND status IN ${sqlStatuses(RESOLVABLE)}`,
     [slot, walPositions],
   );
   return r.rowCount ?? 0;
 }
 
-/** `events list` in the preset: the side table's rows in these statuses, in WAL order. */
-export async function listSideRows(
+/** The relay's gauges (outbox_events{status}): failed, dead and parked rows of the slot, with ages. */
+export async function sideUnhealthyCounts(
   db: pg.Pool | pg.ClientBase,
   table: string,
   slot: string,
-  statuses: readonly string[],
-  limit: number,
-): Promise<SideRow[]> {
-  const r = await db.query(
-    `SELECT * FROM ${table} WHERE slot_name = $1 AND status = ANY($2::text[]) ORDER BY wal_position LIMIT $3`,
-    [slot, statuses, limit],
+): Promise<Map<string, { status: string; n: string; oldest: string | null }>> {
+  const r = await db.query<{ status: string; n: string; oldest: string | null }>(
+    `SELECT status, count(*)::text AS n, extract(epoch FROM now() - min(created_at))::text AS oldest
+       FROM ${table} WHERE slot_name = $1 AND status IN ${sqlStatuses(UNHEALTHY)} GROUP BY status`,
+    [slot],
   );
-  return r.rows.map(toRow);
+  return new Map(r.rows.map((x) => [x.status, x]));
 }

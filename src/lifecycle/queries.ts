@@ -5,7 +5,7 @@ import { companion, qualified } from '../store/sql-ident.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
 import { unpublishedRowsSql } from './progress.ts';
-import { SCANNED, sqlStatuses, UNHEALTHY } from './statuses.ts';
+import { RESOLVABLE, SCANNED, sqlStatuses, UNHEALTHY } from './statuses.ts';
 
 /**
  * The statements that read outbox rows by status: the operator commands' lists, counts and
@@ -20,6 +20,8 @@ export interface EventRecord extends StoredRow {
   next_attempt_at: Date | null;
   last_error: string | null;
   published_at: Date | null;
+  /** The Debezium preset's side table: every column of the Debezium row as the WAL carried it. */
+  columns?: Record<string, string | null>;
 }
 
 /**
@@ -183,6 +185,28 @@ export async function statusCounts(
     oldestFailedAgeSeconds: oldestFailed,
     parkedAggregates: Number(parked.rows[0]!.n),
   };
+}
+
+/** Failed or dead events of one status, aggregate type, event type and reason (`status`). */
+export interface FailingRow {
+  status: 'failed' | 'dead';
+  aggregate_type: string;
+  event_type: string;
+  /** The reason prefix of last_error (`permanent/UNKNOWN_TOPIC_OR_PARTITION:`), or null. */
+  last_error: string | null;
+  n: string;
+}
+
+/** `status`: failed and dead rows grouped by reason, through the partial index of unsettled rows. */
+export async function failingGroups(db: Db, table: string, limit: number): Promise<FailingRow[]> {
+  const r = await db.query<FailingRow>(
+    `SELECT status, aggregate_type, event_type, substring(last_error FROM '^[a-z]+/[A-Za-z_]+:') AS last_error,
+            count(*)::text AS n
+       FROM ${table} WHERE status IN ${sqlStatuses(RESOLVABLE)}
+      GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT $1`,
+    [limit],
+  );
+  return r.rows;
 }
 
 /** The sweeper's gauges: failed, dead and parked rows (their own status is the truthful one), with ages. */

@@ -1,12 +1,10 @@
 import type { Config } from '../config/load.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
-import { countEvents, type EventRecord, listEvents } from '../lifecycle/queries.ts';
+import type { EventRecord } from '../lifecycle/queries.ts';
 import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
-import { discardEvents, resendEvents } from '../lifecycle/transitions.ts';
-import { debeziumEventsCommand } from './debezium-events.ts';
 import { describeFilter, type FilterOptions, parseFilter } from './event-filter.ts';
-import { eventColumns, selectTargets, showEvent } from './events.ts';
+import { eventColumns, resolveEvents, selectTargets, showEvent } from './events.ts';
 import { formatPairs, formatTable, renderPayload, truncate } from './format.ts';
 import { OpsInputError, parseIds } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
@@ -46,9 +44,11 @@ export function parseEventsArgs(c: Config, args: string[]): EventsInput {
   }
 }
 
-/** `outbox-relay events <list|count|show|resend|discard> …`, its command line already checked. */
+/**
+ * `outbox-relay events <list|count|show|resend|discard> …`, its command line already checked. With
+ * --compat debezium the same commands work on the side table (ctx.events), ids being WAL positions.
+ */
 export async function eventsCommand(ctx: OpsContext, input: EventsInput): Promise<number> {
-  if (ctx.config.compat === 'debezium') return debeziumEventsCommand(ctx, input);
   switch (input.sub) {
     case 'list':
       return list(ctx, input.filter);
@@ -91,12 +91,13 @@ function summary(e: EventRecord): Record<string, unknown> {
     createdAt: e.created_at.toISOString(),
     nextAttemptAt: e.next_attempt_at?.toISOString() ?? null,
     lastError: e.last_error,
+    ...(e.columns ? { columns: e.columns } : {}),
   };
 }
 
 async function list(ctx: OpsContext, f: EventFilter): Promise<number> {
   const limit = ctx.config.limit;
-  const rows = await listEvents(ctx.db, ctx.table, f, limit);
+  const rows = await ctx.events.list(ctx.db, f, limit);
   const nextAfterId = rows.length === limit ? rows[rows.length - 1]!.id : null;
   if (ctx.config.json) {
     ctx.out(JSON.stringify({ events: rows.map(summary), nextAfterId }));
@@ -135,7 +136,7 @@ async function list(ctx: OpsContext, f: EventFilter): Promise<number> {
 }
 
 async function count(ctx: OpsContext, f: EventFilter): Promise<number> {
-  const by = await countEvents(ctx.db, ctx.table, f);
+  const by = await ctx.events.count(ctx.db, f);
   const total = Object.values(by).reduce((a, b) => a + b, 0);
   if (ctx.config.json) {
     ctx.out(JSON.stringify({ count: total, byStatus: by }));
@@ -151,7 +152,7 @@ async function count(ctx: OpsContext, f: EventFilter): Promise<number> {
 }
 
 async function show(ctx: OpsContext, id: string): Promise<number> {
-  const e = await showEvent(ctx.db, ctx.table, id);
+  const e = await showEvent(ctx.db, ctx.events, id);
   const payload = renderPayload(e.payload);
   if (ctx.config.json) {
     const { payload: _raw, ...columns } = e;
@@ -225,7 +226,7 @@ async function resolve(
   const c = ctx.config;
   const what = filter ? { filter: describeFilter(filter) } : { ids };
   // Validates before anything changes: every named id exists and is failed or dead.
-  const plan = await selectTargets(ctx.db, ctx.table, filter ? { filter } : { ids }, RESOLVABLE);
+  const plan = await selectTargets(ctx.db, ctx.events, filter ? { filter } : { ids }, RESOLVABLE);
   const shown = plan.length > 10 ? `${plan.slice(0, 10).join(', ')}, …` : plan.join(', ');
   if (c.dryRun) {
     if (c.json) ctx.out(JSON.stringify({ action, dryRun: true, count: plan.length, ids: plan }));
@@ -249,11 +250,8 @@ async function resolve(
   if (ask && !(await confirm(ask, c.yes))) {
     throw new OpsInputError('not confirmed (pass --yes, or answer y on a terminal); nothing changed');
   }
-  // The updates are guarded by status: a row the sweeper published meanwhile is left alone.
-  const n =
-    action === 'resend'
-      ? await resendEvents(ctx.db, ctx.table, plan, c.resetAttempts)
-      : await discardEvents(ctx.db, ctx.table, plan);
+  // Guarded by status, all or nothing: if the sweeper published one meanwhile, nothing changes (64).
+  const n = await resolveEvents(ctx.db, ctx.events, action, plan, c.resetAttempts);
   await audit(ctx, action, action === 'resend' ? { ...what, resetAttempts: c.resetAttempts } : what, n);
   report(ctx, action, n);
   return EXIT.OK;

@@ -1,18 +1,58 @@
 import type pg from 'pg';
+import { debeziumSideEvents } from '../lifecycle/debezium-side-events.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
-import { type EventRecord, idsMatching, readEvent, statusesOf } from '../lifecycle/queries.ts';
+import { type OperatorEvents, outboxEvents } from '../lifecycle/operator-events.ts';
+import type { EventRecord } from '../lifecycle/queries.ts';
 import type { Status } from '../lifecycle/statuses.ts';
+import { columnsModeOf } from '../replication/columns-tuple.ts';
+import { debeziumRouting } from '../route/debezium/event-router-options.ts';
+import { javaReplaceWhole } from '../route/debezium/java-regex.ts';
+import { type RouteConfig, topicFor } from '../route/router.ts';
+import { qualified } from '../store/sql-ident.ts';
 import { OpsInputError } from './input-error.ts';
+import { withClientTransaction } from './transaction.ts';
+
+/** What picks the operator's events: the table, and with --compat debezium the preset's options. */
+export type EventsTarget = Pick<RouteConfig, 'topicTemplate' | 'topicOverrides'> & {
+  schema: string;
+  table: string;
+  slot: string;
+  compat?: 'none' | 'debezium';
+  debezium?: Record<string, string>;
+};
+
+/**
+ * The events operator commands, `status` and the console work on: the outbox table, or with
+ * --compat debezium the side table `<table>_relay_failed` of this slot (the application's
+ * Debezium table holds no outcome; with insert-then-delete it holds no row at all).
+ */
+export function operatorEventsOf(t: EventsTarget): OperatorEvents {
+  if (t.compat !== 'debezium') return outboxEvents(t.schema, t.table);
+  return debeziumSideEvents(
+    qualified(t.schema, `${t.table}_relay_failed`),
+    t.slot,
+    columnsModeOf(debeziumRouting(t.debezium ?? {})),
+  );
+}
+
+/** The topic an event of this aggregate type is routed to, as the relay routes it; throws when none. */
+export function topicOfEvents(t: EventsTarget): (aggregateType: string, eventType: string) => string {
+  if (t.compat !== 'debezium') return (aggregateType, eventType) => topicFor({ aggregateType, eventType }, t);
+  const r = debeziumRouting(t.debezium ?? {});
+  return (routedBy) => javaReplaceWhole(routedBy, r.topicRegex, r.topicReplacement);
+}
 
 /**
  * Every column of an event as [name, text] pairs, in table order (headers and payload apart: each
- * reader renders them its own way). `none` stands for NULL. For `events show` and the console.
+ * reader renders them its own way). `none` stands for NULL. With --compat debezium `id` is the
+ * insert's WAL position and `columns` the Debezium row as the WAL carried it. For `events show`
+ * and the console.
  */
 export function eventColumns(e: EventRecord, none: string): [string, string][] {
   const iso = (d: Date | null) => d?.toISOString() ?? none;
   return [
     ['id', e.id],
-    ['event_id', e.event_id],
+    ['event_id', e.event_id ?? none],
     ['aggregate_type', e.aggregate_type],
     ['aggregate_id', e.aggregate_id],
     ['event_type', e.event_type],
@@ -24,32 +64,34 @@ export function eventColumns(e: EventRecord, none: string): [string, string][] {
     ['next_attempt_at', iso(e.next_attempt_at)],
     ['published_at', iso(e.published_at)],
     ['last_error', e.last_error ?? none],
+    ...(e.columns ? ([['columns', JSON.stringify(e.columns)]] as [string, string][]) : []),
   ];
 }
 
 /** One event with every column and its truthful status; an operator error when it does not exist. */
-export async function showEvent(db: pg.ClientBase, table: string, id: string): Promise<EventRecord> {
-  const e = await readEvent(db, table, id);
-  if (!e) throw new OpsInputError(`event ${id} does not exist in ${table}`);
+export async function showEvent(db: pg.ClientBase, events: OperatorEvents, id: string): Promise<EventRecord> {
+  const e = await events.read(db, id);
+  if (!e) throw new OpsInputError(`event ${id} does not exist in ${events.table}`);
   return e;
 }
 
 /**
  * The rows an action applies to: the named ids — every one must exist and be in an allowed
  * status, else nothing changes — or the filter's matches. The action's UPDATE re-checks the status
- * (lifecycle/transitions.ts).
+ * (resolveEvents).
  */
 export async function selectTargets(
   db: pg.ClientBase,
-  table: string,
+  events: OperatorEvents,
   target: { ids: string[] } | { filter: EventFilter },
   allowed: readonly Status[],
 ): Promise<string[]> {
   if ('ids' in target) {
-    const rows = await statusesOf(db, table, target.ids);
+    const rows = await events.statusesOf(db, target.ids);
     const found = new Map(rows.map((x) => [x.id, x.status]));
     const missing = target.ids.filter((id) => !found.has(id));
-    if (missing.length) throw new OpsInputError(`no such event: ${missing.join(', ')} (nothing changed)`);
+    if (missing.length)
+      throw new OpsInputError(`no such event in ${events.table}: ${missing.join(', ')} (nothing changed)`);
     const wrong = rows.filter((x) => !allowed.includes(x.status as Status));
     if (wrong.length) {
       throw new OpsInputError(
@@ -58,5 +100,30 @@ export async function selectTargets(
     }
     return rows.map((x) => x.id);
   }
-  return idsMatching(db, table, target.filter);
+  return events.idsMatching(db, target.filter);
+}
+
+/**
+ * Resend or discard exactly these events, or none: the guarded UPDATE runs in a transaction and
+ * its row count must be the number of ids. Fewer means some changed status since they were
+ * selected (the sweeper published one, another operator resolved it): rolled back, an operator
+ * error (exit 64), nothing changed — run the command again. Returns the rows changed.
+ */
+export async function resolveEvents(
+  db: pg.ClientBase,
+  events: OperatorEvents,
+  action: 'resend' | 'discard',
+  ids: readonly string[],
+  resetAttempts: boolean,
+): Promise<number> {
+  if (ids.length === 0) return 0;
+  return withClientTransaction(db, async () => {
+    const n =
+      action === 'resend' ? await events.resend(db, ids, resetAttempts) : await events.discard(db, ids);
+    if (n !== ids.length)
+      throw new OpsInputError(
+        `${action} matched ${n} of the ${ids.length} event(s) selected: ${ids.length - n} changed status meanwhile (e.g. the sweeper published them); nothing changed — look again (events list) and run it again`,
+      );
+    return n;
+  });
 }

@@ -2,8 +2,10 @@ import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
+import type { OperatorEvents } from '../lifecycle/operator-events.ts';
 import type { Logger } from '../observability/logger.ts';
 import { qualified } from '../store/sql-ident.ts';
+import { operatorEventsOf } from './events.ts';
 
 /** What every operator command gets: its config, one connection, output and the audit log. */
 export interface OpsContext {
@@ -11,6 +13,8 @@ export interface OpsContext {
   db: pg.ClientBase;
   /** The outbox table, quoted. */
   table: string;
+  /** The events the commands work on: the outbox table's, or the Debezium preset's side table's. */
+  events: OperatorEvents;
   log: Logger;
   out: (text: string) => void;
 }
@@ -20,6 +24,7 @@ export function opsContext(config: Config, db: pg.ClientBase, log: Logger): OpsC
     config,
     db,
     table: qualified(config.schema, config.table),
+    events: operatorEventsOf(config),
     log,
     out: (text) => process.stdout.write(`${text}\n`),
   };
@@ -35,7 +40,7 @@ export async function audit(ctx: OpsContext, action: string, what: Record<string
     // No passwd entry (containers): the database role still names who did it.
   }
   ctx.log.warn(
-    { audit: true, action, osUser, dbRole: role.rows[0]?.u, table: ctx.table, ...what, rows },
+    { audit: true, action, osUser, dbRole: role.rows[0]?.u, table: ctx.events.table, ...what, rows },
     `operator ${action}: ${rows} row(s)`,
   );
 }

@@ -33,8 +33,16 @@ export function formatStatus(r: StatusReport): string {
     ['lag', `${formatBytes(r.slot.lagBytes)} (confirmed ${r.slot.confirmedFlushLsn ?? '-'})`],
     ['publication', `${r.publication.name}: ${r.publication.ok ? 'ok' : `FAILED: ${r.publication.error}`}`],
     ...formatRelay(r.relay),
-    ['events', STATUS_ORDER.map((s) => `${s} ${r.counts[s] ?? 0}`).join(', ')],
-    ['oldest pending', formatAge(r.oldestPendingAgeSeconds)],
+    // The preset's side table holds only the events that could not be published (none pending).
+    r.sideTable
+      ? [
+          `events in ${r.sideTable}`,
+          STATUS_ORDER.filter((s) => s !== 'pending')
+            .map((s) => `${s} ${r.counts[s] ?? 0}`)
+            .join(', '),
+        ]
+      : ['events', STATUS_ORDER.map((s) => `${s} ${r.counts[s] ?? 0}`).join(', ')],
+    ...(r.sideTable ? [] : [['oldest pending', formatAge(r.oldestPendingAgeSeconds)] as [string, string]]),
     ['oldest failed', formatAge(r.oldestFailedAgeSeconds)],
     ['dead', String(r.dead)],
     ['parked aggregates', String(r.parkedAggregates)],

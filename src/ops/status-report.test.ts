@@ -138,6 +138,47 @@ describe('evaluate', () => {
     );
   });
 
+  it('with --compat debezium: the dead and failed events of the side table, and commands that reach it', () => {
+    const r = evaluate(
+      snapshot({
+        dead: 1,
+        counts: { dead: 1, failed: 2 },
+        failing: [
+          {
+            status: 'dead',
+            topic: 'outbox.event.M',
+            aggregateType: 'M',
+            reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+            count: 1,
+          },
+          {
+            status: 'failed',
+            topic: 'outbox.event.M',
+            aggregateType: 'M',
+            reason: 'UNKNOWN_TOPIC_OR_PARTITION',
+            count: 2,
+          },
+        ],
+        sideTable: '"public"."outbox_relay_failed"',
+      }),
+    );
+    expect(r.verdict).toBe('unhealthy');
+    expect(r.problems).toEqual([
+      '1 dead event(s) in the side table "public"."outbox_relay_failed" (outbox.event.M: UNKNOWN_TOPIC_OR_PARTITION): resend or discard them (outbox-relay events list --status dead --compat debezium)',
+    ]);
+    const [dead, failed] = r.findings;
+    expect(dead!.fix).toMatch(
+      /then `outbox-relay events resend --filter --status dead --aggregate-type M --compat debezium` \(or discard them\)$/,
+    );
+    expect(failed!.text).toMatch(
+      /^2 failed event\(s\) in the side table .*\(outbox-relay events list --status failed --compat debezium\)$/,
+    );
+    expect(formatStatus(r)).toMatch(
+      /events in "public"\."outbox_relay_failed"\s+published 0, failed 2, dead 1, parked 0, discarded 0\n/,
+    );
+    expect(formatStatus(r)).not.toMatch(/oldest pending/);
+  });
+
   it.each([
     ['a missing slot', snapshot({}, { exists: false, active: null }), /slot outbox_relay does not exist/],
     ['an inactive slot', snapshot({}, { active: false }), /is not active/],

@@ -32,6 +32,11 @@ export interface StatusSnapshot {
   parkedAggregates: number;
   /** Failed and dead events by topic and reason. */
   failing: FailingGroup[];
+  /**
+   * With --compat debezium: the side table the counts are of (`<table>_relay_failed`: the events
+   * that could not be published; pending events are in the WAL only). null otherwise.
+   */
+  sideTable?: string | null;
 }
 
 /** The relay-state row of the slot, as `status` shows it. null fields: not recorded. */
@@ -209,12 +214,15 @@ export function evaluate(s: StatusSnapshot): StatusReport {
   }
   if (!s.publication.ok)
     add('publication', `publication check failed: ${s.publication.error}`, remedyOfCode(s.publication.error));
+  // The preset's events are in its side table: the commands that show and resolve them say so.
+  const where = s.sideTable ? ` in the side table ${s.sideTable}` : '';
+  const compat = s.sideTable ? ' --compat debezium' : '';
   const dead = s.failing.filter((g) => g.status === 'dead');
   if (s.dead > 0)
     add(
       'dead_events',
-      `${s.dead} dead event(s)${byTopic(dead)}: resend or discard them (outbox-relay events list --status dead)`,
-      failingFix(dead, 'dead'),
+      `${s.dead} dead event(s)${where}${byTopic(dead)}: resend or discard them (outbox-relay events list --status dead${compat})`,
+      failingFix(dead, 'dead', compat),
       topicsOf(dead),
     );
   const failed = s.failing.filter((g) => g.status === 'failed');
@@ -222,8 +230,8 @@ export function evaluate(s: StatusSnapshot): StatusReport {
   if (failedCount > 0)
     add(
       'failed_events',
-      `${failedCount} failed event(s)${byTopic(failed)}: retried with back-off until they are dead (outbox-relay events list --status failed)`,
-      failingFix(failed, 'failed'),
+      `${failedCount} failed event(s)${where}${byTopic(failed)}: retried with back-off until they are dead (outbox-relay events list --status failed${compat})`,
+      failingFix(failed, 'failed', compat),
       topicsOf(failed),
       true,
     );
@@ -262,10 +270,10 @@ function byTopic(groups: readonly FailingGroup[]): string {
 }
 
 /** Each topic's fix for its reason (remedies.ts), then how to send the events again. */
-function failingFix(groups: readonly FailingGroup[], status: 'failed' | 'dead'): string {
+function failingFix(groups: readonly FailingGroup[], status: 'failed' | 'dead', flags: string): string {
   const fixes = [...new Set(groups.map((g) => `${g.topic}: ${remedyFor(g.reason, g.topic).fix}`))];
   const types = [...new Set(groups.map((g) => g.aggregateType))];
-  const resend = `outbox-relay events resend --filter --status ${status}${types.length === 1 ? ` --aggregate-type ${types[0]}` : ''}`;
+  const resend = `outbox-relay events resend --filter --status ${status}${types.length === 1 ? ` --aggregate-type ${types[0]}` : ''}${flags}`;
   return `${fixes.join('; ')}${fixes.length ? '; then ' : ''}${status === 'dead' ? `\`${resend}\` (or discard them)` : `\`${resend}\` to retry now rather than at the next back-off`}`;
 }
 

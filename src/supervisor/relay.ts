@@ -290,7 +290,10 @@ export class Relay {
     // The preset's failures live in its side table, which has its own sweeper.
     const sweeper =
       store instanceof DebeziumSideStore
-        ? new DebeziumSideSweeper({ config: c, sink: this.#sink, store, blocked, log: this.#log }, routing!)
+        ? new DebeziumSideSweeper(
+            { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics },
+            routing!,
+          )
         : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,

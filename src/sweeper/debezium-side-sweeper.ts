@@ -8,9 +8,12 @@ import {
   markSideFailed,
   markSidePublished,
   type SideRow,
+  sideUnhealthyCounts,
 } from '../lifecycle/debezium-side-table.ts';
 import { failureBackoff, formatError } from '../lifecycle/failure-policy.ts';
+import { UNHEALTHY } from '../lifecycle/statuses.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { RelayMetrics } from '../observability/metrics.ts';
 import { columnsEvent, columnsModeOf } from '../replication/columns-tuple.ts';
 import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
 import { type DebeziumRoute, routeDebezium } from '../route/debezium/route.ts';
@@ -26,6 +29,7 @@ export interface SideSweeperDeps {
   /** The stream's blocked aggregates (strict ordering): unblocked once nothing holds them. */
   blocked: BlockedAggregates;
   log: Logger;
+  metrics: RelayMetrics;
 }
 
 /**
@@ -38,7 +42,11 @@ export interface SideSweeperDeps {
  * transient broker failure ends the round; nothing is counted against the event. After a round,
  * the aggregates the stream blocked that no failed, dead or parked row holds any more are
  * unblocked (the mark/unblockSince rule of lifecycle/blocked-aggregates.ts), so their next
- * events are published at once instead of parked and released a round later.
+ * events are published at once instead of parked and released a round later. Then the gauges
+ * of the relay's own sweeper, of the side table: outbox_events{status} for failed, dead and
+ * parked, outbox_events_parked, outbox_oldest_failed_age_seconds (docs/metrics.md); a retry counts
+ * in outbox_retries_total, outbox_retry_exhaustions_total, outbox_dlq_published_total and, once
+ * published, outbox_events_published_total as the relay's sweeper counts them.
  *
  * start() / stop() as the relay's Sweeper: one round at a time; stop() aborts and waits.
  */
@@ -86,7 +94,19 @@ export class DebeziumSideSweeper {
       if (outcome === 'published') published++;
     }
     await this.#reconcileBlocked();
+    await this.#refreshGauges();
     return published;
+  }
+
+  async #refreshGauges(): Promise<void> {
+    const { store, metrics } = this.#d;
+    const f = metrics.failures;
+    const by = await sideUnhealthyCounts(store.db, store.failedTable, this.#d.config.slot);
+    for (const s of UNHEALTHY) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
+    f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
+    f.oldestFailedAgeSeconds.set(
+      Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0)),
+    );
   }
 
   async #reconcileBlocked(): Promise<void> {
@@ -137,6 +157,8 @@ export class DebeziumSideSweeper {
       return 'failed';
     }
     await markSidePublished(store.db, store.failedTable, c.slot, row.walPosition);
+    if (row.status === 'failed') this.#d.metrics.failures.retries.inc();
+    this.#d.metrics.eventsPublished.inc({ topic: message.topic });
     log.info(
       { wal_position: row.walPosition, topic: message.topic, event_id: event.eventId },
       'event published',
@@ -167,6 +189,7 @@ export class DebeziumSideSweeper {
       };
       delete copy.partition;
       await sink.publish([copy]);
+      this.#d.metrics.failures.dlqPublished.inc();
     }
     await markSideFailed(
       store.db,
@@ -176,6 +199,8 @@ export class DebeziumSideSweeper {
       formatError(error),
       dead ? null : failureBackoff(c, attempts),
     );
+    if (row.status === 'failed') this.#d.metrics.failures.retries.inc();
+    if (dead) this.#d.metrics.failures.retryExhaustions.inc();
     log.warn(
       { wal_position: row.walPosition, attempts, err: error.message },
       dead ? 'event dead (side table)' : 'event failed again (side table)',

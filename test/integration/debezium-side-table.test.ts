@@ -114,9 +114,7 @@ it('a refused event of an insert-then-delete transaction is kept in the side tab
     ...debeziumArgs,
   ]);
   expect(await listed.exited).toBe(0);
-  expect(JSON.parse(listed.stdout()).events.map((e: { walPosition: string }) => e.walPosition)).toEqual([
-    kept!.wal_position,
-  ]);
+  expect(JSON.parse(listed.stdout()).events.map((e: { id: string }) => e.id)).toEqual([kept!.wal_position]);
   const resend = spawnCli([
     'events',
     'resend',

@@ -174,7 +174,7 @@ describe('events resend', () => {
     // Bad input changes nothing: a missing id among good ones, a published one, garbage.
     const missing = await ops(['events', 'resend', head!, '987654']);
     expect(missing.code).toBe(EXIT.USAGE);
-    expect(missing.err).toMatch(/no such event: 987654 \(nothing changed\)/);
+    expect(missing.err).toMatch(/no such event in "public"\."outbox": 987654 \(nothing changed\)/);
     const wrongState = await ops(['events', 'resend', f1!]);
     expect(wrongState.code).toBe(EXIT.USAGE);
     expect(wrongState.err).toMatch(new RegExp(`event ${f1} is parked; only failed/dead`));

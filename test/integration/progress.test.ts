@@ -12,6 +12,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Classified } from '../../src/errors.ts';
 import { parseIdRanges } from '../../src/lifecycle/id-ranges.ts';
+import { outboxEvents } from '../../src/lifecycle/operator-events.ts';
 import { compactProgress, readProgress, unpublishedRowsSql } from '../../src/lifecycle/progress.ts';
 import { countEvents, listEvents } from '../../src/lifecycle/queries.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
@@ -503,12 +504,17 @@ describe('operator reads', () => {
         10,
       );
       expect(failedRows.map((r) => r.id)).toEqual([failed]);
-      expect((await showEvent(db.pool as unknown as pg.ClientBase, TABLE, covered)).status).toBe('published');
-      expect((await showEvent(db.pool as unknown as pg.ClientBase, TABLE, open)).status).toBe('pending');
+      expect(
+        (await showEvent(db.pool as unknown as pg.ClientBase, outboxEvents('public', 'outbox'), covered))
+          .status,
+      ).toBe('published');
+      expect(
+        (await showEvent(db.pool as unknown as pg.ClientBase, outboxEvents('public', 'outbox'), open)).status,
+      ).toBe('pending');
       expect(
         await selectTargets(
           db.pool as unknown as pg.ClientBase,
-          TABLE,
+          outboxEvents('public', 'outbox'),
           { filter: { statuses: ['pending'] } },
           ['pending'],
         ),

@@ -53,7 +53,7 @@ ${
   d.remedy && resolvable
     ? html`<section class="remedy" data-testid="remedy"><h2>What to do</h2>
 <p>${d.remedy.cause ? html`<strong>${d.remedy.cause}</strong>${d.topic ? html` (topic <code>${d.topic}</code>)` : ''}. ` : ''}<span data-testid="remedy-fix">${capitalize(d.remedy.fix)}.</span></p>
-<p>Then resend it (below), or with the CLI: <code>outbox-relay events resend ${e.id}</code>.</p></section>`
+<p>Then resend it (below), or with the CLI: <code>outbox-relay events resend ${e.id}${ctx.cliFlags}</code>.</p></section>`
     : ''
 }
 ${
@@ -93,6 +93,6 @@ ${
 ${eventsTable(d.followers, 'None: no later event of this aggregate is parked behind it.')}
 ${d.followers.length >= d.followersLimit ? html`<p><a href="${BASE}/events${query({ status: 'parked', aggregate_type: e.aggregate_type, aggregate_id: e.aggregate_id, after_id: e.id })}">All parked followers →</a></p>` : ''}
 </section>
-<p class="muted">CLI: <code>outbox-relay events show ${e.id}</code></p>`;
+<p class="muted">CLI: <code>outbox-relay events show ${e.id}${ctx.cliFlags}</code></p>`;
   return layout(ctx, `Event ${e.id}`, body, { nav: 'events' });
 }

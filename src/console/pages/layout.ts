@@ -10,7 +10,10 @@ export interface PageContext {
   /** The CSRF token of the visitor's session, for every form. */
   csrf: string;
   slot: string;
+  /** The table the events pages show (with --compat debezium, the side table). */
   table: string;
+  /** What the CLI commands the pages quote need beyond the ids (` --compat debezium`, or ''). */
+  cliFlags: string;
 }
 
 export const BASE = '/console';
