@@ -119,18 +119,7 @@ export class Floors {
     }
     const received = new Float64Array(readFileSync(file).buffer.slice(0));
     rmSync(file, { force: true });
-    const lat: number[] = [];
-    let missing = 0;
-    let late = 0;
-    for (let i = events.warmed; i < events.written; i++) {
-      const at = received[i]!;
-      if (Number.isNaN(at)) missing++;
-      else {
-        lat.push(at - events.commitAt[i]!);
-        if (at > events.ackAt[i]!) late++;
-      }
-    }
-    return { pg: distribution(lat), pgMissing: missing, pgLate: late };
+    return pgFloorOf(received, events);
   }
 
   /** The Kafka floor's pass: the producer sends at the rate through a warm-up, then `seconds` measured. */
@@ -174,6 +163,22 @@ export class Floors {
     await this.#producer.stop().catch(() => {});
     await dropSlot(this.#o.db, this.#o.slot);
   }
+}
+
+/** The PG floor, pure: the reader's receipt times by sequence number (NaN = none) against the pass's events. */
+export function pgFloorOf(received: Float64Array, events: LiveEvents): PgFloor {
+  const lat: number[] = [];
+  let missing = 0;
+  let late = 0;
+  for (let i = events.warmed; i < events.written; i++) {
+    const at = received[i] ?? Number.NaN;
+    if (Number.isNaN(at)) missing++;
+    else {
+      lat.push(at - events.commitAt[i]!);
+      if (at > events.ackAt[i]!) late++;
+    }
+  }
+  return { pg: distribution(lat), pgMissing: missing, pgLate: late };
 }
 
 type FloorsOptions = {
