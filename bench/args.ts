@@ -90,7 +90,7 @@ export const args = {
   bigRows: int('big-rows'),
   liveRate: int('live-rate'),
   liveSeconds: int('live-seconds'),
-  /** Live runs, each a floors pass and a relay pass (alternating which goes first). */
+  /** Live runs, each a relay pass (the PG floor on its commits) and a Kafka floor pass (alternating which goes first). */
   liveRuns: Math.max(1, int('live-runs')),
   rampRates: values['ramp-rates']
     ? values['ramp-rates']

@@ -7,8 +7,9 @@
  *   3. PostgreSQL's CPU per event during each drain, split into the walsender's decoding and the
  *      relay's own statements (the progress record, relay state) and background processes;
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
- *      in 5 runs (--live-runs), each beside a pass of the floors (bench/floors.ts: PostgreSQL's
- *      commit → receipt and Kafka's send → ack alone, same rate), then a short ramp for the
+ *      in 5 runs (--live-runs), each beside its floors (bench/floors.ts: PostgreSQL's commit →
+ *      receipt by a reader on a slot of its own, of the relay pass's own commits, and Kafka's
+ *      send → ack alone at the same rate, in a pass of its own), then a short ramp for the
  *      highest rate where lag stays bounded, pg_recvlogical under the same writer at each step;
  *   5. peak RSS relaying one 200,000-row transaction;
  *   6. compression: the bulk drain into Kafka per codec (--compression, default every codec;
@@ -278,8 +279,9 @@ async function main() {
     }
 
     // 4. Live, then the ramp, on one relay streaming from a fresh slot: --live-runs runs, each a
-    // relay pass and a floors pass (bench/floors.ts) in alternating order, each with its own
-    // warm-up; a topic per relay pass (its consumer reads it from the beginning).
+    // relay pass (the PG floor's reader streaming the same commits on a slot of its own) and a
+    // Kafka floor pass (bench/floors.ts) in alternating order, each with its own warm-up; a topic
+    // per relay pass (its consumer reads it from the beginning).
     if (a.liveSeconds > 0) {
       await createSlots(db, ['live']);
       await createFloorTable(db);
@@ -317,10 +319,11 @@ async function main() {
           );
           return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
         };
-        const floorPass = () => floors.measure(i);
-        const floor = floorFirst ? await floorPass() : undefined;
+        const kafkaFirst = floorFirst ? await floors.kafkaPass() : undefined;
         const r = await relayPass();
-        runs.push({ relay: r.live, relayCpu: r.cpu, floor: floor ?? (await floorPass()), floorFirst });
+        const pgFloor = await floors.pgFloor(i, r.live.events);
+        const kafkaFloor = kafkaFirst ?? (await floors.kafkaPass());
+        runs.push({ relay: r.live, relayCpu: r.cpu, floor: { ...pgFloor, ...kafkaFloor }, floorFirst });
         report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
       }
       await floors.stop();

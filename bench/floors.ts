@@ -1,17 +1,25 @@
 /**
  * The live run's floors (issue 25): what PostgreSQL and Kafka alone give at the live rate, on the
- * same cluster and broker, in a pass of their own beside each relay pass:
+ * same cluster and broker:
  *   - PG floor: commit → receipt by a reader that does no work per message
- *     (bench/pg-floor-reader.ts, a process of its own on its own slot), the same paced writer and
- *     commit clock as the relay's run;
+ *     (bench/pg-floor-reader.ts, a process of its own on a slot of its own), **in the relay's own
+ *     pass, on the relay's own commits**: the reader's slot covers the relay's publication, so it
+ *     receives the very transactions the relay relays, timed against the same commit clock. Per
+ *     event, the reader's receipt and the relay's broker append share the writer, the commit and
+ *     the machine's moment; `pgLate` counts the events the reader got *after* the broker had
+ *     appended the relay's record (a floor above the relay: the count says whether to trust it).
  *   - Kafka floor: send → ack of Kafka's own Java producer (bench/KafkaFloor.java), relay-shaped
- *     records at the same rate, acks=all, idempotent, at the same time as the PG floor.
- * Both run as one process each for every pass (Floors), warm after the first, as the relay is.
- * The floors' writer inserts into `bench_floor` (the outbox's shape, LIKE outbox), published by a
- * publication of its own: the relay, streaming its own slot throughout, relays none of it (its
- * walsender still reads the WAL and skips those transactions). The warm-up rule is the relay's:
- * at least LIVE_WARMUP_SECONDS, then on until the JVMs' JIT compilers (the broker's and the
- * floor producer's) are quiet, at most LIVE_WARMUP_MAX_SECONDS; both floors count from that moment.
+ *     records at the same rate, acks=all, idempotent, in a pass of its own (nothing else sending).
+ * Why the PG floor moved into the relay's pass: measured in a floors pass of its own (its own
+ * writer into a table of its own, with the Java producer sending at the same time, while the
+ * relay's walsender also read that WAL), the "trivial reader"'s p99 came out 2 – 9 × the relay's
+ * whole path on the loaded machine (notes/bench-0553.log: 3.5 s against 0.4 s). Whatever starved
+ * that pass — the floor producer and the broker's 2,000 Produce requests/s beside the writer, or
+ * a load spike in one pass and not the other — the two figures were of different moments, and the
+ * ratio measured the difference. On the same commits the writer, its clock and the load are one.
+ * Both floors are one warm process each for every pass, as the relay is; the Kafka pass's warm-up
+ * rule is the relay's (at least LIVE_WARMUP_SECONDS, then until the JVMs' JIT compilers — the
+ * broker's and the floor producer's — are quiet, at most LIVE_WARMUP_MAX_SECONDS).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -20,35 +28,44 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { createSlots, dropSlot, SINGLE } from './backlog.ts';
 import { type KafkaFloorProcess, startKafkaFloor } from './kafka-floor.ts';
-import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, paceWriter } from './live.ts';
+import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveEvents, warmedUp } from './live.ts';
 import { jitQuiet, sleep } from './proc.ts';
 import { type Dist, distribution } from './stats.ts';
 
 const READER = fileURLToPath(new URL('./pg-floor-reader.ts', import.meta.url));
+/** The relay's publication (its default): the PG floor's reader streams the relay's commits. */
+const RELAY_PUBLICATION = 'outbox_pub';
+/** The ramp's pg_recvlogical streams a table and publication of its own (bench/recvlogical.ts). */
 export const FLOOR_PUBLICATION = 'floor_pub';
 export const FLOOR_TOPIC = 'floor.kafka';
-/** The live writer's INSERT, into the floors' table. */
+/** The paced writer's INSERT, into the ramp's floor table. */
 export const FLOOR_INSERT = { name: 'single_floor', text: SINGLE.replace('INTO outbox', 'INTO bench_floor') };
 
-/** The floors' table (the outbox's columns, defaults and indexes) and its publication. */
+/** The ramp's floor table (the outbox's columns, defaults and indexes) and its publication. */
 export async function createFloorTable(db: pg.Client): Promise<void> {
   await db.query('CREATE TABLE bench_floor (LIKE outbox INCLUDING ALL)');
   await db.query(`CREATE PUBLICATION ${FLOOR_PUBLICATION} FOR TABLE bench_floor WITH (publish = 'insert')`);
 }
 
-export type FloorResult = {
+/** The PG floor of a relay pass: commit → the reader's receipt, of the pass's measured events. */
+export type PgFloor = {
   pg: Dist;
-  kafka: Dist;
-  warmupSeconds: number;
-  /** Commits the PG floor's reader had not received 2 s after the last. */
+  /** Measured commits the reader had not received when the relay's pass ended. */
   pgMissing: number;
+  /** Measured events the reader received after the broker appended the relay's record. */
+  pgLate: number;
 };
 
+/** The Kafka floor's pass. */
+export type KafkaFloor = { kafka: Dist; warmupSeconds: number };
+
+export type FloorResult = PgFloor & KafkaFloor;
+
 /**
- * The floors' two processes, started once for every floors pass (warm after the first, as the
- * relay is: a fresh JVM per pass compiled the Kafka client inside the pass's warm-up, and on a
- * saturated machine its starved compiler threads looked "quiet" to the warm-up rule): the PG
- * reader on slot `slot` and the Kafka producer.
+ * The floors' two processes, started once for every pass (warm after the first, as the relay is:
+ * a fresh JVM per pass compiled the Kafka client inside the pass's warm-up, and on a saturated
+ * machine its starved compiler threads looked "quiet" to the warm-up rule): the PG reader on slot
+ * `slot` over the relay's publication, and the Kafka producer.
  */
 export class Floors {
   readonly #o: FloorsOptions;
@@ -67,9 +84,10 @@ export class Floors {
     this.#readerGone = new Promise((r) => reader.on('exit', r));
   }
 
+  /** Creates the reader's slot and starts both processes: before the first relay pass's writes. */
   static async start(o: FloorsOptions): Promise<Floors> {
     await createSlots(o.db, [o.slot]);
-    const reader = spawn(process.execPath, [READER, o.url, o.slot, FLOOR_PUBLICATION, String(capacity(o))], {
+    const reader = spawn(process.execPath, [READER, o.url, o.slot, RELAY_PUBLICATION, String(capacity(o))], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const floors = new Floors(o, reader, startKafkaFloor(o.bootstrap, FLOOR_TOPIC, o.rate));
@@ -84,30 +102,15 @@ export class Floors {
     return floors;
   }
 
-  /** One floors pass: the paced writer into bench_floor while the producer sends at the same rate. */
-  async measure(pass: number): Promise<FloorResult> {
-    const o = this.#o;
-    const commitAt = new Float64Array(capacity(o)).fill(Number.NaN);
-    this.#producer.begin();
-    const w = await paceWriter(
-      o.url,
-      'Floor',
-      o.rate,
-      o.seconds,
-      (seq, at) => {
-        commitAt[seq] = at;
-      },
-      {
-        minSeconds: LIVE_WARMUP_SECONDS,
-        maxSeconds: LIVE_WARMUP_MAX_SECONDS,
-        settled: jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean)),
-      },
-      FLOOR_INSERT,
-    );
-    const endAt = performance.timeOrigin + performance.now();
-    const sends = await this.#producer.end();
-    await sleep(2000); // the reader's last receipts (a commit arrives within ms)
-    const file = join(o.tmpDir, `floor-${pass}.f64`);
+  /**
+   * The PG floor of the relay pass that just ended (`events`: its commits and the broker's appends
+   * of the relay's records): the reader's receipts of the same commits, which it then forgets.
+   */
+  async pgFloor(pass: number, events: LiveEvents): Promise<PgFloor> {
+    // The relay's records are all through (the pass waited for them): a reader still short of
+    // some a second later is slower than the relay, and they count as missing.
+    await sleep(1000);
+    const file = join(this.#o.tmpDir, `floor-${pass}.f64`);
     this.#readerOut = '';
     this.#reader.stdin!.write(`dump ${file}\n`);
     for (let i = 0; !this.#readerOut.includes('dumped'); i++) {
@@ -116,18 +119,33 @@ export class Floors {
     }
     const received = new Float64Array(readFileSync(file).buffer.slice(0));
     rmSync(file, { force: true });
-    const lat: number[] = [];
-    let missing = 0;
-    for (let i = w.warmed; i < w.written; i++)
-      if (Number.isNaN(received[i]!)) missing++;
-      else lat.push(received[i]! - commitAt[i]!);
-    const kafka = sends.filter((s) => s.at >= w.warmedAt && s.at <= endAt).map((s) => s.ms);
-    return {
-      pg: distribution(lat),
-      kafka: distribution(kafka),
-      warmupSeconds: w.warmSeconds,
-      pgMissing: missing,
-    };
+    return pgFloorOf(received, events);
+  }
+
+  /** The Kafka floor's pass: the producer sends at the rate through a warm-up, then `seconds` measured. */
+  async kafkaPass(): Promise<KafkaFloor> {
+    const now = () => performance.timeOrigin + performance.now();
+    const o = this.#o;
+    const settled = jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean));
+    this.#producer.begin();
+    const start = performance.now();
+    let warmupSeconds = 0;
+    // The relay pass's rule (paceWriter), asked every second from the start.
+    while (
+      !warmedUp(
+        { minSeconds: LIVE_WARMUP_SECONDS, maxSeconds: LIVE_WARMUP_MAX_SECONDS, settled },
+        warmupSeconds,
+      )
+    ) {
+      await sleep(1000);
+      warmupSeconds = (performance.now() - start) / 1000;
+    }
+    const warmedAt = now();
+    await sleep(o.seconds * 1000);
+    const endAt = now();
+    const sends = await this.#producer.end();
+    const kafka = sends.filter((s) => s.at >= warmedAt && s.at <= endAt).map((s) => s.ms);
+    return { kafka: distribution(kafka), warmupSeconds };
   }
 
   #stopped: Promise<void> | null = null;
@@ -145,6 +163,22 @@ export class Floors {
     await this.#producer.stop().catch(() => {});
     await dropSlot(this.#o.db, this.#o.slot);
   }
+}
+
+/** The PG floor, pure: the reader's receipt times by sequence number (NaN = none) against the pass's events. */
+export function pgFloorOf(received: Float64Array, events: LiveEvents): PgFloor {
+  const lat: number[] = [];
+  let missing = 0;
+  let late = 0;
+  for (let i = events.warmed; i < events.written; i++) {
+    const at = received[i] ?? Number.NaN;
+    if (Number.isNaN(at)) missing++;
+    else {
+      lat.push(at - events.commitAt[i]!);
+      if (at > events.ackAt[i]!) late++;
+    }
+  }
+  return { pg: distribution(lat), pgMissing: missing, pgLate: late };
 }
 
 type FloorsOptions = {

@@ -21,6 +21,12 @@ const now = () => performance.timeOrigin + performance.now();
  */
 export type WarmUp = { minSeconds: number; maxSeconds: number; settled: () => boolean };
 
+/** The warm-up rule, asked once a second from the start (`elapsed` s ago): true once it is over. */
+export function warmedUp(warm: WarmUp, elapsed: number): boolean {
+  const settled = warm.settled(); // asked every second: it may judge the last few
+  return elapsed >= warm.minSeconds && (settled || elapsed >= warm.maxSeconds);
+}
+
 /**
  * Commits `rate` × `seconds` single-row transactions of aggregate type `type`, paced; with `warm`,
  * after a warm-up at the same rate (sequence numbers from 0 on; `warmed` is the first measured one).
@@ -55,8 +61,7 @@ export async function paceWriter(
   if (warm)
     check = setInterval(() => {
       const elapsed = (performance.now() - start) / 1000;
-      const settled = warm.settled(); // asked every second: it may judge the last few
-      if (elapsed >= warm.minSeconds && (settled || elapsed >= warm.maxSeconds)) {
+      if (warmedUp(warm, elapsed)) {
         warmed = next;
         warmSeconds = elapsed;
         warmedAt = now();
@@ -88,8 +93,15 @@ export async function paceWriter(
   return { written: total, seconds: took, warmed: Math.max(0, warmed), warmSeconds, warmedAt };
 }
 
+/**
+ * A live pass's events by sequence number: the commit time and the ack time (ms since the epoch,
+ * NaN = none); `warmed` … `written` − 1 are the measured ones.
+ */
+export type LiveEvents = { commitAt: Float64Array; ackAt: Float64Array; warmed: number; written: number };
+
 export type LiveResult = {
   dist: Dist;
+  events: LiveEvents;
   /** The warm-up's events (not in dist): the first ones to a fresh topic and a fresh producer. */
   warmup: Dist;
   /** How long the warm-up ran (LIVE_WARMUP_SECONDS … LIVE_WARMUP_MAX_SECONDS). */
@@ -219,6 +231,7 @@ export async function measureLiveWith(
     }
     return {
       dist: distribution(lat),
+      events: { commitAt, ackAt: appendAt, warmed: skip, written: total },
       warmup: distribution(warm),
       warmupSeconds: w.warmSeconds,
       achievedRate: w.written / w.seconds,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { boundedStep } from './live.ts';
+import { pgFloorOf } from './floors.ts';
+import { boundedStep, warmedUp } from './live.ts';
 import { distribution, median, medianAndWorst, overFloor, percentile } from './stats.ts';
 
 describe('percentile', () => {
@@ -43,5 +44,39 @@ describe('boundedStep', () => {
   it('is not bounded when the writer fell behind or events were still out 1 s after', () => {
     expect(boundedStep(2000, 8, 1700, lags(0, 0), 0).bounded).toBe(false);
     expect(boundedStep(2000, 8, 2000, lags(0, 0), 3).bounded).toBe(false);
+  });
+});
+
+describe('warmedUp', () => {
+  it('asks settled at every call, and is over after minSeconds once settled or at maxSeconds', () => {
+    let asked = 0;
+    const warm = (settled: boolean) => ({
+      minSeconds: 5,
+      maxSeconds: 45,
+      settled: () => {
+        asked++;
+        return settled;
+      },
+    });
+    expect(warmedUp(warm(true), 4)).toBe(false);
+    expect(asked).toBe(1);
+    expect(warmedUp(warm(true), 5)).toBe(true);
+    expect(warmedUp(warm(false), 44)).toBe(false);
+    expect(warmedUp(warm(false), 45)).toBe(true);
+  });
+});
+
+describe('pgFloorOf', () => {
+  it('times the measured events, counts the ones never received and the ones received after the relay', () => {
+    const events = {
+      commitAt: Float64Array.from([0, 10, 20, 30, 40]),
+      ackAt: Float64Array.from([5, 15, 25, 35, 45]),
+      warmed: 1,
+      written: 5,
+    };
+    const received = Float64Array.from([1, 12, Number.NaN, 36, 41]);
+    const f = pgFloorOf(received, events);
+    expect(f).toMatchObject({ pgMissing: 1, pgLate: 1 });
+    expect(f.pg).toMatchObject({ n: 3, max: 6 });
   });
 });
