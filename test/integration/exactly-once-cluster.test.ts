@@ -1,6 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
-import { EosRelays, instanceOf, settled, writeEvents } from '../support/exactly-once.ts';
+import {
+  dropRelaySessions,
+  EosRelays,
+  instanceOf,
+  keepWriting,
+  resumeAndAwaitExit,
+  settled,
+  writeEvents,
+} from '../support/exactly-once.ts';
 import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { deliveryReport, migrateDb, orderViolations, type RelayProcess } from '../support/relay.ts';
@@ -52,6 +60,11 @@ async function commitsOf(r: RelayProcess): Promise<number> {
     .length;
 }
 
+/** Resolves once `r` committed `n` transactions in all. */
+async function untilCommits(r: RelayProcess, n: number, message: string): Promise<void> {
+  await waitFor(async () => (await commitsOf(r)) >= n, { timeoutMs: 60_000, intervalMs: 200, message });
+}
+
 async function partitionsOf(topic: string) {
   const md = await (await kafka.admin()).fetchTopicMetadata({ topics: [topic] });
   return md.topics[0]!.partitions;
@@ -77,10 +90,7 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
       const r = relays.spawn(kafka, ['--batch-size', String(40 + 100 * k)]);
       await r.waitForLog(/streaming from the slot/, 60_000);
       if (k > 0) expect(r.logs()).toMatch(/Kafka's committed progress added to the progress record/);
-      await waitFor(async () => (await commitsOf(r)) >= 3, {
-        timeoutMs: 60_000,
-        message: 'the relay committed 3 transactions',
-      });
+      await untilCommits(r, 3, 'the relay committed 3 transactions');
       r.kill('SIGKILL');
       expect(await r.exited).toBe('SIGKILL');
     }
@@ -105,36 +115,21 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
     const nextSeq = new Array<number>(AGG).fill(0);
     const a = relays.spawn(kafka);
     await a.waitForLog(/streaming from the slot/, 60_000);
-    let writing = true;
-    const writer = (async () => {
-      for (let round = 0; writing; round++) await writeEvents(db, 50, AGG, nextSeq, 700 + round, 'z-');
-    })();
-    await waitFor(async () => (await commitsOf(a)) >= 1, { timeoutMs: 60_000, message: 'a publishing' });
+    const stopWriting = keepWriting(db, AGG, nextSeq, 700, 'z-');
+    await untilCommits(a, 1, 'a publishing');
     // Every broker 0.6 s away: the relay is inside a transaction nearly all the time, and frozen there.
     const before = await commitsOf(a);
     for (const p of kafka.proxies) p.setLatency(600);
-    await waitFor(async () => (await commitsOf(a)) > before, {
-      timeoutMs: 60_000,
-      message: 'a committing at the slow pace',
-    });
+    await untilCommits(a, before + 1, 'a committing at the slow pace');
     a.kill('SIGSTOP');
     for (const p of kafka.proxies) p.setLatency(0);
-    // The takeover a lost network causes: its sessions dropped, lock, slot and transactional id taken.
-    await db.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name LIKE 'pg-outbox-relay%'`,
-    );
+    await dropRelaySessions(db);
     const b = relays.spawn(kafka);
     await b.waitForLog(/streaming from the slot/, 60_000);
-    await waitFor(async () => (await commitsOf(b)) >= 1, { timeoutMs: 60_000, message: "b's first commit" });
+    await untilCommits(b, 1, "b's first commit");
     const aCommits = await commitsOf(a);
-    a.kill('SIGCONT');
-    const aExit = await Promise.race([
-      a.exited,
-      new Promise((res) => setTimeout(() => res('running'), 120_000)),
-    ]);
-    writing = false;
-    await writer;
+    const aExit = await resumeAndAwaitExit(a);
+    await stopWriting();
     await settled(db);
     b.kill('SIGTERM');
     expect(await b.exited).toBe(0);
@@ -170,12 +165,8 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
     const nextSeq = new Array<number>(AGG).fill(0);
     const r = relays.spawn(kafka);
     await r.waitForLog(/streaming from the slot/, 60_000);
-    let writing = true;
-    const writer = (async () => {
-      for (let round = 0; writing; round++)
-        await writeEvents(db, 50, AGG, nextSeq, 900 + round, 'f-', 'Failover');
-    })();
-    await waitFor(async () => (await commitsOf(r)) >= 3, { timeoutMs: 60_000, message: 'publishing' });
+    const stopWriting = keepWriting(db, AGG, nextSeq, 900, 'f-', 'Failover');
+    await untilCommits(r, 3, 'publishing');
     await kafka.cluster.kill(victim);
     // Leadership of the event partitions and of the transaction log moves once the controller
     // fences the dead node (broker.session.timeout.ms = 6 s).
@@ -186,13 +177,8 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
         ),
       { timeoutMs: 60_000, message: `leaders moved off node ${victim}` },
     );
-    const atMove = await commitsOf(r);
-    await waitFor(async () => (await commitsOf(r)) >= atMove + 3, {
-      timeoutMs: 60_000,
-      message: 'committing again after the failover',
-    });
-    writing = false;
-    await writer;
+    await untilCommits(r, (await commitsOf(r)) + 3, 'committing again after the failover');
+    await stopWriting();
     await settled(db);
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);

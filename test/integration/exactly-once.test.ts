@@ -1,7 +1,16 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
-import { EosRelays, instanceOf, rng, settled as settledRows, writeEvents } from '../support/exactly-once.ts';
+import {
+  dropRelaySessions,
+  EosRelays,
+  instanceOf,
+  keepWriting,
+  resumeAndAwaitExit,
+  rng,
+  settled as settledRows,
+  writeEvents,
+} from '../support/exactly-once.ts';
 import { type DedicatedKafka, type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
@@ -288,10 +297,7 @@ describe('exactly-once on a broker of its own (faults)', () => {
     const nextSeq = new Array<number>(AGG).fill(0);
     const a = eos([], ded);
     await a.waitForLog(/streaming from the slot/, 60_000);
-    let writing = true;
-    const writer = (async () => {
-      for (let round = 0; writing; round++) await write(50, AGG, nextSeq, 1000 + round, 'z-');
-    })();
+    const stopWriting = keepWriting(db, AGG, nextSeq, 1000, 'z-');
     await waitFor(async () => (await ded.readAll('outbox.event.Account')).length > 0, {
       timeoutMs: 120_000,
       message: 'the first relay publishing',
@@ -302,12 +308,7 @@ describe('exactly-once on a broker of its own (faults)', () => {
     await new Promise((res) => setTimeout(res, 2500));
     a.kill('SIGSTOP');
     ded.proxies[0]!.setLatency(0);
-    // The takeover a lost network would cause: the server drops the frozen relay's sessions
-    // (its leader lock and its walsender), and a second relay takes lock, slot and transactional id.
-    await db.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name LIKE 'pg-outbox-relay%'`,
-    );
+    await dropRelaySessions(db);
     const b = eos([], ded);
     await b.waitForLog(/streaming from the slot/, 60_000);
     // The successor has committed a transaction of its own before the zombie resumes.
@@ -318,15 +319,9 @@ describe('exactly-once on a broker of its own (faults)', () => {
         ),
       { timeoutMs: 120_000, message: "the successor's first commit" },
     );
-    a.kill('SIGCONT');
-    // The zombie resumes with whatever it had in flight: fenced at its next request, it exits
-    // (bounded generously: on a loaded machine a resumed process may wait long for a core).
-    const aExit = await Promise.race([
-      a.exited,
-      new Promise((res) => setTimeout(() => res('running'), 120_000)),
-    ]);
-    writing = false;
-    await writer;
+    // The zombie resumes with whatever it had in flight: fenced at its next request, it exits.
+    const aExit = await resumeAndAwaitExit(a);
+    await stopWriting();
     await settled();
     b.kill('SIGTERM');
     expect(await b.exited).toBe(0);

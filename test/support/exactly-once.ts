@@ -46,6 +46,26 @@ export function instanceOf(p: RelayProcess): string {
   return (/"instance":"([0-9a-f]+)"/.exec(p.logs()) ?? [])[1] ?? '(none)';
 }
 
+/**
+ * The takeover a lost network causes: the server drops the (frozen) relays' sessions — their
+ * leader lock and walsender — so that another relay can take lock, slot and transactional id.
+ */
+export async function dropRelaySessions(db: TestDatabase): Promise<void> {
+  await db.query(
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+      WHERE datname = current_database() AND application_name LIKE 'pg-outbox-relay%'`,
+  );
+}
+
+/**
+ * SIGCONT for a SIGSTOPped relay: its exit code or signal, or 'running' if it has not exited
+ * within 120 s (generous: on a loaded machine a resumed process may wait long for a core).
+ */
+export async function resumeAndAwaitExit(r: RelayProcess): Promise<number | string> {
+  r.kill('SIGCONT');
+  return Promise.race([r.exited, new Promise<string>((res) => setTimeout(() => res('running'), 120_000))]);
+}
+
 export function rng(seed: number) {
   return () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
 }
@@ -81,6 +101,29 @@ export async function writeEvents(
     produced += size;
     await new Promise((r) => setTimeout(r, 20 + Math.floor(rnd() * 40)));
   }
+}
+
+/**
+ * writeEvents in rounds of 50 events (seeds seed, seed + 1, …) until the returned stop(), which
+ * resolves once the round under way is written.
+ */
+export function keepWriting(
+  db: TestDatabase,
+  aggregates: number,
+  nextSeq: number[],
+  seed: number,
+  prefix: string,
+  aggregateType?: string,
+): () => Promise<void> {
+  let writing = true;
+  const done = (async () => {
+    for (let round = 0; writing; round++)
+      await writeEvents(db, 50, aggregates, nextSeq, seed + round, prefix, aggregateType);
+  })();
+  return async () => {
+    writing = false;
+    await done;
+  };
 }
 
 /** Every row settled (none pending), bounded by 120 s. */
