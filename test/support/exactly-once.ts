@@ -1,6 +1,7 @@
 /**
  * Shared by the exactly-once tests (single broker and 3-node cluster): relays spawned with
- * --delivery exactly-once, a seeded writer of keyed events, and the wait for every row to settle.
+ * --delivery exactly-once, a zombie's takeover and resume, a seeded writer of keyed events, and
+ * the wait for every row to settle.
  */
 import type { KafkaHarness } from './kafka.ts';
 import { type TestDatabase, waitFor } from './postgres.ts';
