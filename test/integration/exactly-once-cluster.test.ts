@@ -140,6 +140,9 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
   }, 240_000);
 
   it('kills (-9) the broker that leads the event partitions and coordinates the transactions, mid-stream', async () => {
+    // Its start creates the transaction log (the relay's first InitProducerId).
+    const r = relays.spawn(kafka);
+    await r.waitForLog(/streaming from the slot/, 60_000);
     const coordinatorLog = async () => (await partitionsOf(TXN_LOG))[0]!;
     let txnLog = await coordinatorLog();
     if (txnLog.leader === 1) {
@@ -163,8 +166,6 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
     });
     const AGG = 20;
     const nextSeq = new Array<number>(AGG).fill(0);
-    const r = relays.spawn(kafka);
-    await r.waitForLog(/streaming from the slot/, 60_000);
     const stopWriting = keepWriting(db, AGG, nextSeq, 900, 'f-', 'Failover');
     await untilCommits(r, 3, 'publishing');
     await kafka.cluster.kill(victim);

@@ -106,7 +106,7 @@ export async function writeEvents(
 
 /**
  * writeEvents in rounds of 50 events (seeds seed, seed + 1, …) until the returned stop(), which
- * resolves once the round under way is written.
+ * resolves once the round under way is written (and rejects with a write's error).
  */
 export function keepWriting(
   db: TestDatabase,
@@ -117,13 +117,19 @@ export function keepWriting(
   aggregateType?: string,
 ): () => Promise<void> {
   let writing = true;
+  // A write's error is stop()'s: a test that failed before stopping it must not leave an
+  // unhandled rejection (its database closes under the writer).
+  let failed: { error: unknown } | null = null;
   const done = (async () => {
     for (let round = 0; writing; round++)
       await writeEvents(db, 50, aggregates, nextSeq, seed + round, prefix, aggregateType);
-  })();
+  })().catch((error: unknown) => {
+    failed = { error };
+  });
   return async () => {
     writing = false;
     await done;
+    if (failed) throw (failed as { error: unknown }).error;
   };
 }
 
