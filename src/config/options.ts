@@ -377,7 +377,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     values: ['at-least-once', 'exactly-once'],
     default: 'at-least-once',
     group: 'Kafka',
-    doc: 'exactly-once (Kafka only): every batch and the slot\u2019s progress in one Kafka transaction (transactional.id from database and slot; a newer relay fences an older one); consumers must read with isolation.level=read_committed. The sweeper\u2019s retries and the dead-letter topic stay at-least-once (docs/delivery.md).',
+    doc: 'exactly-once (Kafka only): every batch and the slot\u2019s progress in one Kafka transaction, a batch ending at a PostgreSQL commit (only a transaction larger than --batch-size / --batch-bytes is split; transactional.id from database and slot; a newer relay fences an older one); consumers must read with isolation.level=read_committed. The sweeper\u2019s retries and the dead-letter topic stay at-least-once (docs/delivery.md).',
     commands: ['run'],
   },
   {

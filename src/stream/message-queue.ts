@@ -13,7 +13,7 @@ export interface Pending extends BatchItem {
 export class MessageQueue {
   #items: Pending[] = [];
   #head = 0;
-  #waiter: { atLeast: number; wake: () => void } | null = null;
+  #waiter: { atLeast: number; onNudge: boolean; wake: () => void } | null = null;
 
   get length(): number {
     return this.#items.length - this.#head;
@@ -21,15 +21,52 @@ export class MessageQueue {
 
   push(p: Pending): void {
     this.#items.push(p);
-    if (this.#waiter && this.length >= this.#waiter.atLeast) {
-      const w = this.#waiter;
-      this.#waiter = null;
-      w.wake();
-    }
+    if (this.#waiter && this.length >= this.#waiter.atLeast) this.#waiter.wake();
+  }
+
+  /** Wakes a waitForMore (a transaction's commit arrived, reading paused): not a plain wait. */
+  nudge(): void {
+    if (this.#waiter?.onNudge) this.#waiter.wake();
   }
 
   /** Up to maxCount messages and about maxBytes (at least one message), in order. */
   take(maxCount: number, maxBytes: number): Pending[] {
+    return this.#takeTo(this.#boundedEnd(maxCount, maxBytes));
+  }
+
+  /**
+   * Exactly-once (docs/delivery.md point 4): like take, but the batch ends at a PostgreSQL commit
+   * — whole transactions, as many as fit the bounds. A transaction is split only when it does not
+   * fit the bounds alone (its first part goes out; the rest in the next batches), or when it is
+   * still arriving and `split` says not to wait for the rest (reading paused, the wait too long,
+   * stopping). Otherwise a batch holding only part of a transaction still arriving waits: [] (then
+   * waitForMore).
+   *
+   * The cases at the end of the bounded batch [head, end):
+   *  - the next queued event belongs to another transaction, or none is queued and the last
+   *    transaction's commit arrived: the batch ends at a commit — taken whole;
+   *  - otherwise the last transaction goes on past `end` (or may): cut after the last commit in
+   *    the batch, if there is one;
+   *  - none (the batch is part of a single transaction): split when the bounds stopped it (the
+   *    transaction is larger than a batch) or `split`, else [].
+   */
+  takeTransactions(maxCount: number, maxBytes: number, split: boolean): Pending[] {
+    const items = this.#items;
+    const start = this.#head;
+    const end = this.#boundedEnd(maxCount, maxBytes);
+    if (end === start) return [];
+    const last = items[end - 1]!.txn;
+    const whole = end < items.length ? items[end]!.txn !== last : last.committed;
+    if (whole) return this.#takeTo(end);
+    let cut = end - 1;
+    while (cut > start && items[cut - 1]!.txn === last) cut--;
+    if (cut > start) return this.#takeTo(cut);
+    const bounded = end < items.length || end - start >= maxCount;
+    return bounded || split ? this.#takeTo(end) : [];
+  }
+
+  /** Where a batch from the head ends: maxCount messages, about maxBytes, at least one message. */
+  #boundedEnd(maxCount: number, maxBytes: number): number {
     const start = this.#head;
     let end = start;
     let bytes = 0;
@@ -39,7 +76,11 @@ export class MessageQueue {
       bytes += b;
       end++;
     }
-    const out = this.#items.slice(start, end);
+    return end;
+  }
+
+  #takeTo(end: number): Pending[] {
+    const out = this.#items.slice(this.#head, end);
     this.#head = end;
     if (this.#head === this.#items.length) {
       this.#items = [];
@@ -54,9 +95,20 @@ export class MessageQueue {
   /** Resolves once at least `atLeast` messages are queued, when ms pass, or on abort. */
   wait(atLeast: number, ms: number, signal: AbortSignal): Promise<void> {
     if (this.length >= atLeast || signal.aborted) return Promise.resolve();
+    return this.#wait(atLeast, false, ms, signal);
+  }
+
+  /** Resolves at the next push or nudge, when ms pass, or on abort. */
+  waitForMore(ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return this.#wait(this.length + 1, true, ms, signal);
+  }
+
+  #wait(atLeast: number, onNudge: boolean, ms: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const waiter = {
         atLeast,
+        onNudge,
         wake: () => {
           clearTimeout(timer);
           signal.removeEventListener('abort', waiter.wake);
@@ -64,7 +116,7 @@ export class MessageQueue {
           resolve();
         },
       };
-      const timer = setTimeout(waiter.wake, ms);
+      const timer = setTimeout(waiter.wake, Math.max(0, ms));
       signal.addEventListener('abort', waiter.wake, { once: true });
       this.#waiter = waiter;
     });

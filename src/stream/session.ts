@@ -99,6 +99,14 @@ export class ReplicationSession {
   /** deps for deciding batches: exactly-once, the sink's publishes carry the stream's progress. */
   readonly #outcomeDeps: OutcomeDeps;
 
+  /**
+   * Exactly-once: a batch (one Kafka transaction) holds whole PostgreSQL transactions
+   * (#takeTransactions); at-least-once takes batches regardless of commits.
+   */
+  readonly #wholeTransactions: boolean;
+  /** Stopping: a transaction still arriving is not waited for. */
+  #draining = false;
+
   constructor(
     deps: SessionDeps,
     startLsn: Lsn,
@@ -113,6 +121,7 @@ export class ReplicationSession {
           sink: { publish: (b) => sink.publish(b, { progress: true }), classify: (e) => sink.classify(e) },
         }
       : deps;
+    this.#wholeTransactions = sink.exactlyOnce !== undefined;
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
     this.#recorder = new OutcomeRecorder(deps);
@@ -234,6 +243,8 @@ export class ReplicationSession {
   async #drain(publisher: Promise<void>): Promise<void> {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
+    this.#draining = true;
+    this.#queue.nudge();
     // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
     // its error ends the relay after the drain.
     let fatal: RelayError | null = null;
@@ -303,6 +314,7 @@ export class ReplicationSession {
       case 'commit':
         if (this.#resume) for (const e of this.#resume.commit()) this.#onEvent(e);
         this.#tracker.commit(d.endLsn);
+        if (this.#wholeTransactions) this.#queue.nudge();
         this.#maybeConfirm();
         return;
       case 'event':
@@ -362,6 +374,7 @@ export class ReplicationSession {
     if (over && !this.#paused) {
       this.#paused = true;
       this.#conn?.pause();
+      this.#queue.nudge();
     } else if (
       this.#paused &&
       this.#tracker.unsettled <= c.maxInflightEvents / 2 &&
@@ -442,7 +455,9 @@ export class ReplicationSession {
       // to lingerMs for a full one. Never while reading is paused (nothing more comes until this
       // one settles). Batches also fill by themselves while one is in flight.
       if (busy && c.lingerMs > 0 && !this.#paused) await this.#queue.wait(c.batchSize, c.lingerMs, signal);
-      const batch = this.#queue.take(c.batchSize, c.batchBytes);
+      const batch = this.#wholeTransactions
+        ? await this.#takeTransactions(signal)
+        : this.#queue.take(c.batchSize, c.batchBytes);
       if (batch.length === 0) continue;
       busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
       const outcomes = await decideBatch(this.#outcomeDeps, batch, signal);
@@ -452,6 +467,27 @@ export class ReplicationSession {
       recorder ??= record();
     }
     await recorder;
+  }
+
+  /**
+   * Exactly-once: the next batch, of whole PostgreSQL transactions (MessageQueue.takeTransactions).
+   * A transaction still arriving is waited for — its commit, or enough of it to fill a batch —
+   * but never wedges the stream: it is split when reading is paused (nothing more arrives until a
+   * batch settles), when stopping, or once it has been waited for OPEN_TRANSACTION_WAIT_MS.
+   */
+  async #takeTransactions(signal: AbortSignal): Promise<Pending[]> {
+    const c = this.#d.config;
+    const deadline = performance.now() + OPEN_TRANSACTION_WAIT_MS;
+    for (;;) {
+      const late = performance.now() >= deadline;
+      const split = late || this.#paused || this.#draining;
+      const batch = this.#queue.takeTransactions(c.batchSize, c.batchBytes, split);
+      if (batch.length > 0 || split || signal.aborted) return batch;
+      await this.#queue.waitForMore(deadline - performance.now(), signal);
+      // The timer can fire before data already on the socket is read (a stalled event loop runs
+      // timers first): one turn of the loop reads it before the transaction is called late.
+      if (performance.now() >= deadline) await new Promise((r) => setImmediate(r));
+    }
   }
 
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
@@ -494,6 +530,15 @@ function eventCount(batches: readonly { batch: readonly Pending[] }[]): number {
  */
 const PROGRESS_LINGER_MS = 10;
 const CONFIRM_INTERVAL_MS = 10;
+
+/**
+ * Exactly-once: how long a batch waits for the rest of a PostgreSQL transaction whose first
+ * events arrived (its commit, or enough events to fill the batch) before that part goes out as a
+ * Kafka transaction of its own. pgoutput sends a transaction only once it committed, so the rest
+ * is normally milliseconds behind; only the server's decoding of a large transaction with other
+ * tables' changes between its outbox rows takes longer.
+ */
+const OPEN_TRANSACTION_WAIT_MS = 1000;
 
 function batchBytes(batch: readonly Pending[]): number {
   let n = 0;

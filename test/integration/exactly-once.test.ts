@@ -1,6 +1,16 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
+import {
+  dropRelaySessions,
+  EosRelays,
+  instanceOf,
+  keepWriting,
+  resumeAndAwaitExit,
+  rng,
+  settled as settledRows,
+  writeEvents,
+} from '../support/exactly-once.ts';
 import { type DedicatedKafka, type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
@@ -10,91 +20,40 @@ import {
   migrateDb,
   orderViolations,
   type RelayProcess,
-  spawnRelay,
 } from '../support/relay.ts';
 
 /**
  * --delivery exactly-once on the real broker (docs/delivery.md), read back read_committed
  * (kafkajs' consumer default): every event exactly once through kill -9s, a refused event inside
- * a transaction, and a zombie relay (SIGSTOPped, taken over, resumed) that must commit nothing.
+ * a transaction, the progress topic's deletion and a zombie relay (SIGSTOPped, taken over,
+ * resumed) that must commit nothing; Kafka transactions cut at PostgreSQL commits. The 3-node
+ * cluster's tests are exactly-once-cluster.test.ts.
  */
 const db = useTestDatabase();
 let kafka: KafkaHarness;
-const running = new Set<RelayProcess>();
+const relays = new EosRelays(db);
 
 beforeAll(async () => {
   kafka = await startKafka();
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Account', 4);
   await kafka.createTopic('outbox.event.Big', 1, { config: { 'max.message.bytes': '2000' } });
+  await kafka.createTopic('outbox.event.Cut', 1);
 });
 
-// A failed test must not leave its relay holding the slot for the next one.
-afterEach(async () => {
-  const left = [...running];
-  for (const r of left) r.kill('SIGKILL');
-  await Promise.all(left.map((r) => r.exited));
-});
+afterEach(() => relays.killAll());
 
 afterAll(async () => {
   await kafka?.stop();
 });
 
-/** EOS_TEST_DELIVERY=at-least-once runs the same faults without transactions (the duplicates they remove). */
-const DELIVERY = process.env.EOS_TEST_DELIVERY ?? 'exactly-once';
-
 function eos(extra: string[] = [], target: KafkaHarness = kafka): RelayProcess {
-  const r = spawnRelay(db, target, [
-    '--delivery',
-    DELIVERY,
-    '--kafka-progress-topic',
-    target.topic('progress'),
-    '--standby-poll-ms',
-    '300',
-    ...extra,
-  ]);
-  running.add(r);
-  void r.exited.then(() => running.delete(r));
-  return r;
+  return relays.spawn(target, extra);
 }
 
-function rng(seed: number) {
-  return () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
-}
-
-/** Writes `events` over `aggregates` keys in transactions of 1–40 rows; the sequence per key in nextSeq. */
-async function write(events: number, aggregates: number, nextSeq: number[], seed: number, prefix = 'acct-') {
-  const rnd = rng(seed);
-  let produced = 0;
-  while (produced < events) {
-    const size = Math.min(events - produced, 1 + Math.floor(rnd() * 40));
-    const rows: EventRow[] = [];
-    for (let i = 0; i < size; i++) {
-      const a = Math.floor(rnd() * aggregates);
-      rows.push({
-        aggregateType: 'Account',
-        aggregateId: `${prefix}${a}`,
-        eventType: 'Posted',
-        payload: JSON.stringify({ seq: nextSeq[a]!++ }),
-      });
-    }
-    await insertEvents(db.pool, rows);
-    produced += size;
-    await new Promise((r) => setTimeout(r, 20 + Math.floor(rnd() * 40)));
-  }
-}
-
-async function settled(): Promise<void> {
-  await waitFor(
-    async () =>
-      (
-        await db.query<{ n: string }>(
-          `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
-        )
-      )[0]!.n === '0',
-    { timeoutMs: 120_000, intervalMs: 300, message: 'no row pending' },
-  );
-}
+const write = (events: number, aggregates: number, nextSeq: number[], seed: number, prefix?: string) =>
+  writeEvents(db, events, aggregates, nextSeq, seed, prefix);
+const settled = () => settledRows(db);
 
 describe('exactly-once', () => {
   it('delivers every event once through 6 kill -9s mid-stream', async () => {
@@ -186,6 +145,89 @@ describe('exactly-once', () => {
     const expected = [...Array.from({ length: 20 }, (_, i) => `small-${i}`), 'small-100'].sort();
     expect(keys).toEqual(expected);
   }, 200_000);
+  it('cuts Kafka transactions at PostgreSQL commits: whole ones together, only one larger than a batch split', async () => {
+    // A backlog (written while no relay runs, so batches can pack several transactions) of
+    // PostgreSQL transactions of 1–7 rows and one of 25, with --batch-size 10.
+    const sizes = [7, 3, 2, 7, 1, 4, 5, 7, 25, 2, 7, 6, 3, 7, 1, 1, 7, 4, 2, 7];
+    const KEYS = 5;
+    const nextSeq = new Array<number>(KEYS).fill(0);
+    const rowsOf = (t: number, n: number, pad = ''): EventRow[] =>
+      Array.from({ length: n }, (_, i) => {
+        const k = (t + i) % KEYS;
+        return {
+          aggregateType: 'Cut',
+          aggregateId: `cut-${k}`,
+          eventType: 'Posted',
+          payload: JSON.stringify({ seq: nextSeq[k]!++, t, i, pad }),
+        };
+      });
+    for (const [t, n] of sizes.entries()) await insertEvents(db.pool, rowsOf(t, n));
+    const r = eos(['--batch-size', '10']);
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    await settled();
+    // Reading pauses at 30 kB unsettled: a transaction of 7 rows of 20 kB (it spans several
+    // socket reads) cannot be whole in a batch then, and must not wedge the stream: it is split
+    // where reading paused.
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+    const paused = eos(['--batch-size', '10', '--max-inflight-bytes', '30000']);
+    await paused.waitForLog(/streaming from the slot/, 60_000);
+    await insertEvents(db.pool, rowsOf(sizes.length, 7, 'x'.repeat(20_000)));
+    await settled();
+    paused.kill('SIGTERM');
+    expect(await paused.exited).toBe(0);
+
+    const records = await kafka.readAll('outbox.event.Cut');
+    const { seen, unique, missing, duplicates } = deliveryReport(records, nextSeq, 'cut-');
+    expect(missing.slice(0, 10)).toEqual([]);
+    expect(duplicates).toBe(0);
+    expect(unique.size).toBe(sizes.reduce((a, b) => a + b, 0) + 7);
+    expect(orderViolations(seen).slice(0, 10)).toEqual([]);
+    // One partition: a Kafka transaction's records are consecutive offsets, and its commit marker
+    // takes the next offset, so the read_committed records fall in groups, one per transaction.
+    const kafkaTxns: { t: number; i: number }[][] = [];
+    let next = -1;
+    for (const m of records) {
+      const e = JSON.parse(m.value!.toString()) as { t: number; i: number };
+      if (m.offset !== next) kafkaTxns.push([]);
+      kafkaTxns.at(-1)!.push(e);
+      next = m.offset + 1;
+    }
+    // The rows of each PostgreSQL transaction per Kafka transaction, e.g. "3:7" (7 rows of the 4th).
+    const shape = kafkaTxns.map((g) => {
+      const byTxn = new Map<number, number>();
+      for (const e of g) byTxn.set(e.t, (byTxn.get(e.t) ?? 0) + 1);
+      return [...byTxn].map(([t, n]) => `${t}:${n}`);
+    });
+    console.log(`Kafka transactions (PostgreSQL transaction:rows): ${JSON.stringify(shape)}`);
+    const inBacklog = kafkaTxns.filter((g) => g[0]!.t < sizes.length);
+    const backlog = shape.slice(0, inBacklog.length);
+    expect(inBacklog.every((g) => g.length <= 10)).toBe(true);
+    // Each PostgreSQL transaction of ≤ 10 rows is whole in exactly one Kafka transaction.
+    for (const [t, n] of sizes.entries()) {
+      if (n > 10) continue;
+      expect(
+        backlog.filter((g) => g.some((x) => x.startsWith(`${t}:`))),
+        `transaction ${t}`,
+      ).toEqual([expect.arrayContaining([`${t}:${n}`])]);
+    }
+    // The 25-row one: split at the bound (10 + 10 + 5), its rows in order, each once.
+    const big = sizes.indexOf(25);
+    expect(backlog.flatMap((g) => g.filter((x) => x.startsWith(`${big}:`)))).toEqual([
+      `${big}:10`,
+      `${big}:10`,
+      `${big}:5`,
+    ]);
+    const bigRows = inBacklog.flat().filter((e) => e.t === big);
+    expect(bigRows.map((e) => e.i)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    // Several whole transactions share a Kafka transaction where they fit.
+    expect(backlog.some((g) => g.length > 1)).toBe(true);
+    // With reading paused, the large transaction went out in parts, its rows in order, each once.
+    const pausedTxns = kafkaTxns.slice(inBacklog.length);
+    expect(pausedTxns.flat().map((e) => e.i)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(pausedTxns.length).toBeGreaterThan(1);
+  }, 200_000);
+
   it('survives the deletion of its progress topic: recreated, nothing lost, the fallback logged', async () => {
     const AGG = 10;
     const nextSeq = new Array<number>(AGG).fill(0);
@@ -241,7 +283,10 @@ describe('exactly-once on a broker of its own (faults)', () => {
     await settled();
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
-    const records = await ded.readAll('outbox.event.Account');
+    // Its own keys only: rows an earlier test left pending go out on this broker too.
+    const records = (await ded.readAll('outbox.event.Account')).filter((m) =>
+      m.key!.toString().startsWith('b-'),
+    );
     const { seen, unique, missing, duplicates } = deliveryReport(records, nextSeq, 'b-');
     console.log(`exactly-once broker restart: ${seen.length} read, ${duplicates} duplicates`);
     expect(missing.slice(0, 10)).toEqual([]);
@@ -255,11 +300,7 @@ describe('exactly-once on a broker of its own (faults)', () => {
     const nextSeq = new Array<number>(AGG).fill(0);
     const a = eos([], ded);
     await a.waitForLog(/streaming from the slot/, 60_000);
-    const instanceOf = (p: RelayProcess) => (/"instance":"([0-9a-f]+)"/.exec(p.logs()) ?? [])[1] ?? '(none)';
-    let writing = true;
-    const writer = (async () => {
-      for (let round = 0; writing; round++) await write(50, AGG, nextSeq, 1000 + round, 'z-');
-    })();
+    const stopWriting = keepWriting(db, AGG, nextSeq, 1000, 'z-');
     await waitFor(async () => (await ded.readAll('outbox.event.Account')).length > 0, {
       timeoutMs: 120_000,
       message: 'the first relay publishing',
@@ -270,12 +311,7 @@ describe('exactly-once on a broker of its own (faults)', () => {
     await new Promise((res) => setTimeout(res, 2500));
     a.kill('SIGSTOP');
     ded.proxies[0]!.setLatency(0);
-    // The takeover a lost network would cause: the server drops the frozen relay's sessions
-    // (its leader lock and its walsender), and a second relay takes lock, slot and transactional id.
-    await db.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name LIKE 'pg-outbox-relay%'`,
-    );
+    await dropRelaySessions(db);
     const b = eos([], ded);
     await b.waitForLog(/streaming from the slot/, 60_000);
     // The successor has committed a transaction of its own before the zombie resumes.
@@ -286,15 +322,9 @@ describe('exactly-once on a broker of its own (faults)', () => {
         ),
       { timeoutMs: 120_000, message: "the successor's first commit" },
     );
-    a.kill('SIGCONT');
-    // The zombie resumes with whatever it had in flight: fenced at its next request, it exits
-    // (bounded generously: on a loaded machine a resumed process may wait long for a core).
-    const aExit = await Promise.race([
-      a.exited,
-      new Promise((res) => setTimeout(() => res('running'), 120_000)),
-    ]);
-    writing = false;
-    await writer;
+    // The zombie resumes with whatever it had in flight: fenced at its next request, it exits.
+    const aExit = await resumeAndAwaitExit(a);
+    await stopWriting();
     await settled();
     b.kill('SIGTERM');
     expect(await b.exited).toBe(0);

@@ -273,9 +273,29 @@ class Harness implements KafkaHarness {
       reader = new TopicReader(this.#kafka, [topic], 'test-read-all');
       this.#readers.set(topic, reader);
     }
-    const offsets = await admin.fetchTopicOffsets(topic);
+    const offsets = await this.#offsets(topic);
     const high = new Map(offsets.map((o) => [tp(topic, o.partition), Number(o.high)]));
     return (await reader.readUpTo(high, { idleMs: timeoutMs, ...opts })).map(toReadRecord);
+  }
+
+  /**
+   * The topic's offsets. After a partition's leader moved (a broker killed), kafkajs' admin keeps
+   * asking the old leader — it refreshes its metadata only for an unknown topic — and fails with
+   * NOT_LEADER_FOR_PARTITION or a connection error: a fresh admin reads fresh metadata. Retriable
+   * errors only, for 10 s at most.
+   */
+  async #offsets(topic: string) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await (await this.admin()).fetchTopicOffsets(topic);
+      } catch (e) {
+        if ((e as { retriable?: boolean }).retriable !== true || attempt >= 20) throw e;
+        const stale = this.#admin;
+        this.#admin = null;
+        await stale?.then((a) => a.disconnect()).catch(() => {});
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
   }
 
   async stop(): Promise<void> {
