@@ -175,10 +175,11 @@ it('narrows dbz_publication (FOR ALL TABLES) mid-stream: every event after the o
       ).length === 1,
     { timeoutMs: 30_000, message: 'the slot confirmed past the last transaction' },
   );
-  const label = new Map<string, string>();
-  byDebezium.forEach((id, i) => label.set(id, `byDebezium[${i}]`));
-  across.forEach((id, i) => label.set(id, `across[${i}]`));
-  after.forEach((id, i) => label.set(id, `after[${i}]`));
+  const label = new Map<string, string>(
+    Object.entries({ byDebezium, across, after }).flatMap(([group, ids]) =>
+      ids.map((id, i): [string, string] => [id, `${group}[${i}]`]),
+    ),
+  );
   const published = (await kafka.readAll('outbox.event.Order')).map((r) => {
     const id = r.headers.id!.toString();
     return label.get(id) ?? id;
