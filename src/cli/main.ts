@@ -182,11 +182,9 @@ async function main(argv: string[]): Promise<number> {
   const log = await createLogger({ level: c.logLevel, format: c.logFormat });
   switch (cmd) {
     case 'migrate': {
+      const cutover = cutoverTarget(c);
       if (c.dryRun) {
-        const offsets = c.compat === 'debezium' && c.debeziumOffsets;
-        const lines = await withClient(c, (client) =>
-          planMigration(client, c, offsets ? cutoverTarget(c, offsets) : undefined),
-        );
+        const lines = await withClient(c, (client) => planMigration(client, c, cutover));
         process.stdout.write(`${lines.join('\n')}\n`);
         return EXIT.OK;
       }
@@ -194,8 +192,7 @@ async function main(argv: string[]): Promise<number> {
         const done = await migrate(client, c, log);
         // The cutover from Debezium: after the side tables exist; it refuses a slot that starts
         // after Debezium's position (a slot migrate just created would).
-        if (c.compat === 'debezium' && c.debeziumOffsets)
-          done.push(await recordCutover(client, cutoverTarget(c, c.debeziumOffsets), log));
+        if (cutover) done.push(await recordCutover(client, cutover, log));
         return done;
       });
       log.info({ applied }, applied.length ? 'migrations applied' : 'database already up to date');

@@ -26,7 +26,7 @@ Docs: README.md, docs/configuration.md, docs/operator-cli.md, docs/operations.md
 export const COMMAND_SUMMARY: Record<Command, string> = {
   run: 'Stream outbox inserts from the slot to the sink; confirm the slot only after the broker acknowledged.',
   migrate:
-    'Apply sql/ migrations (ledger + advisory lock) and create the publication. Safe to run repeatedly.',
+    'Apply sql/ migrations (ledger + advisory lock) and create the publication (--narrow-publication: replace a FOR ALL TABLES one by the outbox table alone). With --compat debezium and --debezium-offsets <file> or --debezium-offsets-topic <topic>: record the cutover from Debezium. --dry-run shows what it would do. Safe to run repeatedly.',
   check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
   demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
   status:

@@ -63,6 +63,9 @@ export interface Config {
   compat: 'none' | 'debezium';
   debezium: Record<string, string>;
   debeziumOffsets?: string;
+  debeziumOffsetsTopic?: string;
+  debeziumConnector?: string;
+  narrowPublication: boolean;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;
@@ -507,23 +510,8 @@ export function validate(
     if (c.compat === 'debezium')
       throw need('delivery', 'exactly-once is not available with --compat debezium yet (at-least-once only)');
   }
-  if (command === 'run' && c.sink === 'kafka') {
-    if (c.kafkaBrokers.length === 0)
-      throw need('kafkaBrokers', 'is required with --sink kafka (e.g. kafka-1:9092,kafka-2:9092)');
-    for (const b of c.kafkaBrokers) {
-      if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
-    }
-    if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, need, fail);
-    else if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
-      throw need(
-        'kafkaSaslMechanism',
-        `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
-      );
-    }
-    if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
-      throw need('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
-    }
-  }
+  if (command === 'run' && c.sink === 'kafka') validateKafkaClient(c, need, fail, 'with --sink kafka');
+  if (command === 'migrate') validateCutover(c, need, fail);
   if (command === 'run' && c.sink === 'nats') {
     if (c.natsServers.length === 0)
       throw fail('natsServers', 'is required with --sink nats (e.g. nats://nats-1:4222,nats://nats-2:4222)');
@@ -556,6 +544,48 @@ export function validate(
 
 /** Builds the error of a check: `need` for a combination, `fail` for one option's own value (validate's). */
 type Check = (key: string, why: string) => Error;
+
+/** Kafka's connection options: brokers as host:port, SASL with its credentials, mutual TLS with both files. */
+function validateKafkaClient(c: Config, need: Check, fail: Check, when: string): void {
+  if (c.kafkaBrokers.length === 0)
+    throw need('kafkaBrokers', `is required ${when} (e.g. kafka-1:9092,kafka-2:9092)`);
+  for (const b of c.kafkaBrokers) {
+    if (!/^[^:\s]+:\d+$/.test(b)) throw fail('kafkaBrokers', `${JSON.stringify(b)} is not host:port`);
+  }
+  if (c.kafkaSaslMechanism === 'oauthbearer') validateOAuth(c, need, fail);
+  else if (c.kafkaSaslMechanism !== 'none' && (!c.kafkaSaslUsername || !c.kafkaSaslPassword)) {
+    throw need(
+      'kafkaSaslMechanism',
+      `${c.kafkaSaslMechanism} needs --kafka-sasl-username and a password (KAFKA_SASL_PASSWORD)`,
+    );
+  }
+  if (!!c.kafkaSslCertFile !== !!c.kafkaSslKeyFile) {
+    throw need('kafkaSslCertFile', 'mutual TLS needs both --kafka-ssl-cert-file and --kafka-ssl-key-file');
+  }
+}
+
+/** migrate's cutover from Debezium: one source of offsets, with --compat debezium; a topic needs Kafka's options. */
+function validateCutover(c: Config, need: Check, fail: Check): void {
+  if (c.debeziumOffsets !== undefined && c.debeziumOffsetsTopic !== undefined)
+    throw fail(
+      'debeziumOffsetsTopic',
+      "give either --debezium-offsets (a file) or --debezium-offsets-topic (the distributed worker's topic), not both",
+    );
+  for (const key of ['debeziumOffsets', 'debeziumOffsetsTopic', 'debeziumConnector'] as const)
+    if (c[key] !== undefined && c.compat !== 'debezium')
+      throw need(key, 'belongs to the cutover from Debezium: add --compat debezium');
+  if (
+    c.debeziumConnector !== undefined &&
+    c.debeziumOffsets === undefined &&
+    c.debeziumOffsetsTopic === undefined
+  )
+    throw need(
+      'debeziumConnector',
+      'picks whose offsets the cutover reads: give --debezium-offsets <file> or --debezium-offsets-topic <topic> too',
+    );
+  if (c.debeziumOffsetsTopic !== undefined)
+    validateKafkaClient(c, need, fail, "to read --debezium-offsets-topic (the Connect cluster's brokers)");
+}
 
 /** --schema-registry-url: an http(s) URL, something to frame, and a password only with a user. */
 function validateSchemaRegistry(c: Config, need: Check, fail: Check): void {

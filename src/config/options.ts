@@ -53,6 +53,8 @@ const RUN: readonly Command[] = ['run', 'demo'];
 const RUN_AND_STATUS: readonly Command[] = [...RUN, 'status'];
 /** What `check` needs beside `run` to reach the brokers and name the topics (it reports missing ones). */
 const TOPICS: readonly Command[] = ['run', 'check'];
+/** Kafka's connection options: `migrate` reads Kafka Connect's offsets topic with them (--debezium-offsets-topic). */
+const KAFKA_CLIENT: readonly Command[] = [...TOPICS, 'migrate'];
 /** The topic rule: `run` routes by it, `status` names failing topics, `check` reports missing ones. */
 const ROUTING: readonly Command[] = [...RUN, 'status', 'check'];
 
@@ -99,6 +101,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: ALL,
   },
   {
+    key: 'narrowPublication',
+    flag: 'narrow-publication',
+    type: 'bool',
+    default: false,
+    group: 'Database',
+    doc: "migrate: when --publication is FOR ALL TABLES (Debezium's default dbz_publication), drop it and create it again, in one transaction, covering only the outbox table (inserts), after waiting (SHARE lock, up to 30 s) for open transactions that wrote the outbox; changes committed after that transaction are filtered by it, earlier ones by the old definition, and both publish the outbox's inserts: no event lost or sent twice. Without it migrate only warns, and run refuses the publication. Other consumers of that publication stop receiving other tables. docs/migrating-from-debezium.md#narrowing-the-publication.",
+    commands: ['migrate'],
+  },
+  {
     key: 'slot',
     flag: 'slot',
     env: 'OUTBOX_SLOT',
@@ -138,7 +149,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'list',
     group: 'Kafka',
     doc: 'Comma-separated bootstrap brokers (host:port). Required with --sink kafka.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaClientId',
@@ -148,7 +159,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'pg-outbox-relay',
     group: 'Kafka',
     doc: 'Kafka client id.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSsl',
@@ -159,7 +170,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: false,
     group: 'Kafka',
     doc: 'Connect to the brokers over TLS.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSslCaFile',
@@ -168,7 +179,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM file of the CA that signed the brokers’ certificates (implies --kafka-ssl).',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSslCertFile',
@@ -177,7 +188,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client certificate for mutual TLS.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSslKeyFile',
@@ -186,7 +197,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'PEM client key for mutual TLS.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSaslMechanism',
@@ -197,7 +208,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'none',
     group: 'Kafka',
     doc: 'SASL mechanism. oauthbearer takes its token from --kafka-oauth-token-url (OIDC client credentials) or --kafka-oauth-token-command (docs/kafka.md).',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSaslUsername',
@@ -206,7 +217,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'SASL user name.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaSaslPassword',
@@ -216,7 +227,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     secret: true,
     group: 'Kafka',
     doc: 'SASL password. Prefer KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE over the flag (flags show in `ps`).',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthTokenUrl',
@@ -225,7 +236,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the OIDC token endpoint (e.g. https://idp/realms/x/protocol/openid-connect/token); the relay gets tokens with the client credentials grant, reuses each until 20 % of its life (at least 15 s) is left, then fetches the next.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthClientId',
@@ -234,7 +245,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the client id for the token endpoint.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthClientSecret',
@@ -244,7 +255,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     secret: true,
     group: 'Kafka',
     doc: 'OAUTHBEARER: the client secret. Give it as a file (--kafka-oauth-client-secret-file or KAFKA_OAUTH_CLIENT_SECRET_FILE) or in the environment: flags show in `ps`.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthScope',
@@ -253,7 +264,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: the scope to ask the token endpoint for (space-separated), if it needs one.',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthAudience',
@@ -262,7 +273,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: "OAUTHBEARER: the audience parameter of the token request (Auth0, Okta and others use it to pick the token's aud).",
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthExtensions',
@@ -272,7 +283,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: {},
     group: 'Kafka',
     doc: 'OAUTHBEARER: a SASL extension sent with the token, KEY=VALUE (repeat the flag, or comma-separate in the environment); Confluent Cloud wants logicalCluster=lkc-… and identityPoolId=pool-….',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaOauthTokenCommand',
@@ -281,7 +292,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     group: 'Kafka',
     doc: 'OAUTHBEARER: a shell command that prints a token, instead of the token endpoint (AWS MSK IAM signers, vault agents). It prints the token alone, or JSON {"token": …, "expires_in": seconds}; a JWT\'s exp or an MSK token\'s X-Amz-Expires also gives the expiry. Run again whenever a token is needed and the last one is near its expiry (or has none).',
-    commands: TOPICS,
+    commands: KAFKA_CLIENT,
   },
   {
     key: 'kafkaCompression',
@@ -585,7 +596,23 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'debezium-offsets',
     type: 'string',
     group: 'Routing',
-    doc: "migrate --compat debezium: the cutover. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or the connector's record of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/migrating-from-debezium.md#cutover.",
+    doc: "migrate --compat debezium: the cutover, from a file. Debezium's Kafka Connect offsets (the standalone worker's offset.storage.file.filename, or one record's value of the distributed offsets topic saved as a file); the relay, on Debezium's pgoutput slot (--slot = its slot.name), then starts exactly after Debezium's last processed event: no gap, no duplicate. Stop Debezium first. docs/migrating-from-debezium.md#cutover.",
+    commands: ['migrate'],
+  },
+  {
+    key: 'debeziumOffsetsTopic',
+    flag: 'debezium-offsets-topic',
+    type: 'string',
+    group: 'Routing',
+    doc: "migrate --compat debezium: the cutover, from a distributed Kafka Connect worker's offsets topic (its offset.storage.topic, usually connect-offsets), read with --kafka-brokers and the --kafka-ssl-* / --kafka-sasl-* options: the connector's latest record (a tombstone — offsets reset — is refused). Instead of --debezium-offsets. docs/migrating-from-debezium.md#cutover.",
+    commands: ['migrate'],
+  },
+  {
+    key: 'debeziumConnector',
+    flag: 'debezium-connector',
+    type: 'string',
+    group: 'Routing',
+    doc: "migrate --compat debezium: the connector's name (its `name` property) whose offsets --debezium-offsets or --debezium-offsets-topic reads; needed only when they hold several Debezium PostgreSQL connectors' offsets (the error lists them). topic.prefix in --debezium also picks one.",
     commands: ['migrate'],
   },
   // --- schema registry ---
@@ -1147,7 +1174,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: false,
     subcommands: ['resend', 'discard'],
     group: 'Operator',
-    doc: "Show what would change (how many rows, which ids), change nothing: replay, events resend --filter, events discard --filter; migrate: the migrations not applied yet and the tables they create, the publication, the slot (found, plugin), and with --compat debezium --debezium-offsets Debezium's lsn_proc/lsn_commit and the skip rule the cutover would record.",
+    doc: "Show what would change (how many rows, which ids), change nothing: replay, events resend --filter, events discard --filter; migrate: the migrations not applied yet and the tables they create, the publication (and what --narrow-publication would do to a FOR ALL TABLES one), the slot (found, plugin), and with --compat debezium --debezium-offsets or --debezium-offsets-topic the offsets record read, Debezium's lsn_proc/lsn_commit and the skip rule the cutover would record.",
     commands: ['replay', 'events', 'migrate'],
   },
   {

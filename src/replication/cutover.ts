@@ -1,15 +1,41 @@
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
+import type { Config } from '../config/load.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
-import type { Logger } from '../observability/logger.ts';
+import { type Logger, silentLogger } from '../observability/logger.ts';
+import type { KafkaClientSettings } from '../sinks/kafka.ts';
 import { readSlotRow } from '../store/slots.ts';
 import { qualified } from '../store/sql-ident.ts';
-import { parseDebeziumOffsets } from './debezium-offsets.ts';
+import {
+  AmbiguousOffsetsError,
+  type DebeziumOffsets,
+  fileEntries,
+  type OffsetsEntry,
+  pickOffsets,
+} from './debezium-offsets.ts';
+import { readOffsetsTopic } from './debezium-offsets-topic.ts';
 import { formatLsn, parseLsn } from './lsn.ts';
 
 /** The relay's cutover record of the Debezium preset (sql/debezium/000002_cutover.sql). */
 export function cutoverTable(schema: string, table: string): string {
   return qualified(schema, `${table}_relay_cutover`);
+}
+
+/** Where Debezium's offsets are read: a file, or the distributed worker's offsets topic. */
+export type OffsetsSource =
+  | { file: string; topic?: undefined }
+  | { topic: string; kafka: KafkaClientSettings; file?: undefined };
+
+/** A cutover: the relay's table and slot, and where to read which connector's offsets. */
+export interface CutoverTarget {
+  schema: string;
+  table: string;
+  slot: string;
+  offsets: OffsetsSource;
+  /** The connector's name (Connect's `name`, --debezium-connector): picks its offsets. */
+  connector?: string;
+  /** topic.prefix: picks the connector's offsets by its server. */
+  server?: string;
 }
 
 /** What a cutover would record: Debezium's position from its offsets, and where the slot resends from. */
@@ -18,8 +44,55 @@ export interface CutoverPlan {
   plugin: string;
   lsnProc: bigint;
   lsnCommit: bigint;
+  /** The record the offsets were read from (file, or topic partition and offset) and its connector. */
+  where: string;
+  connector: string | null;
   /** The slot's confirmed_flush_lsn: the stream starts there. */
   start: bigint;
+}
+
+/** The option that names the offsets, for messages. */
+function optionOf(o: OffsetsSource): string {
+  return o.file !== undefined ? `--debezium-offsets ${o.file}` : `--debezium-offsets-topic ${o.topic}`;
+}
+
+/**
+ * Debezium's position: the connector's latest offsets record, from the file or the topic.
+ * Several connectors and none named: AmbiguousOffsetsError (exit 64); the topic's brokers not
+ * reachable: BROKER_UNAVAILABLE (exit 69); anything else: CONFIG_INVALID (exit 78).
+ */
+export async function readDebeziumOffsets(t: CutoverTarget, log?: Logger): Promise<DebeziumOffsets> {
+  const o = t.offsets;
+  const want = {
+    ...(t.connector !== undefined ? { connector: t.connector } : {}),
+    ...(t.server !== undefined ? { server: t.server } : {}),
+  };
+  let entries: OffsetsEntry[];
+  try {
+    entries =
+      o.file !== undefined
+        ? fileEntries(readFileSync(o.file), o.file)
+        : await readOffsetsTopic(o.kafka, o.topic, log ?? silentLogger());
+  } catch (e) {
+    const cause = (e as Error).cause as { name?: string; type?: string } | undefined;
+    if (
+      o.topic !== undefined &&
+      cause?.name?.startsWith('KafkaJS') &&
+      cause.type !== 'UNKNOWN_TOPIC_OR_PARTITION'
+    )
+      throw new RelayError(ErrorCode.BROKER_UNAVAILABLE, `${optionOf(o)}: ${(e as Error).message}`, {
+        cause: e,
+        fix: "check --kafka-brokers (the Connect cluster's bootstrap.servers), that the brokers are reachable from here, and the --kafka-ssl-* / --kafka-sasl-* options (the credentials need READ and DESCRIBE on the offsets topic); then run migrate again.",
+      });
+    throw new RelayError(ErrorCode.CONFIG_INVALID, `${optionOf(o)}: ${(e as Error).message}`);
+  }
+  const source = o.file !== undefined ? `the offsets file ${o.file}` : `the offsets topic ${o.topic}`;
+  try {
+    return pickOffsets(entries, want, source);
+  } catch (e) {
+    if (e instanceof AmbiguousOffsetsError) throw e;
+    throw new RelayError(ErrorCode.CONFIG_INVALID, `${optionOf(o)}: ${(e as Error).message}`);
+  }
 }
 
 /**
@@ -28,19 +101,8 @@ export interface CutoverPlan {
  * changes): the error says the one safe path. A pgoutput slot that is already past Debezium's
  * position (it never is, for Debezium's own slot) would be a gap.
  */
-export async function planCutover(
-  db: pg.ClientBase,
-  t: { schema: string; table: string; slot: string; offsetsFile: string; server?: string },
-): Promise<CutoverPlan> {
-  let offsets: ReturnType<typeof parseDebeziumOffsets>;
-  try {
-    offsets = parseDebeziumOffsets(readFileSync(t.offsetsFile), t.server);
-  } catch (e) {
-    throw new RelayError(
-      ErrorCode.CONFIG_INVALID,
-      `--debezium-offsets ${t.offsetsFile}: ${(e as Error).message}`,
-    );
-  }
+export async function planCutover(db: pg.ClientBase, t: CutoverTarget, log?: Logger): Promise<CutoverPlan> {
+  const offsets = await readDebeziumOffsets(t, log);
   const slot = await readSlotRow(db, t.slot);
   if (!slot)
     throw new RelayError(
@@ -52,7 +114,7 @@ export async function planCutover(
       ErrorCode.CONFIG_INVALID,
       `slot ${t.slot} uses the ${slot.plugin} plugin; a slot's plugin cannot change, and the relay reads pgoutput only`,
       {
-        fix: `while Debezium still runs: create a publication of the outbox table (CREATE PUBLICATION … FOR TABLE … WITH (publish = 'insert')) and a new pgoutput slot (SELECT pg_create_logical_replication_slot('outbox_relay', 'pgoutput')); wait until Debezium has flushed offsets past the new slot's confirmed_flush_lsn (60 s by default); stop Debezium; then migrate --compat debezium --slot outbox_relay --debezium-offsets <file> (it refuses a slot that starts after Debezium's position: that would be a gap); drop Debezium's old slot (SELECT pg_drop_replication_slot('${t.slot}'))`,
+        fix: `while Debezium still runs: create a publication of the outbox table (CREATE PUBLICATION … FOR TABLE … WITH (publish = 'insert')) and a new pgoutput slot (SELECT pg_create_logical_replication_slot('outbox_relay', 'pgoutput')); wait until Debezium has flushed offsets past the new slot's confirmed_flush_lsn (60 s by default); stop Debezium; then migrate --compat debezium --slot outbox_relay --debezium-offsets <file> (or --debezium-offsets-topic connect-offsets) (it refuses a slot that starts after Debezium's position: that would be a gap); drop Debezium's old slot (SELECT pg_drop_replication_slot('${t.slot}'))`,
       },
     );
   const start = slot.confirmed_flush_lsn ? parseLsn(slot.confirmed_flush_lsn) : 0n;
@@ -64,7 +126,15 @@ export async function planCutover(
         fix: 'start Debezium again until its offsets are flushed past the slot (offset.flush.interval.ms, 60 s by default), stop it, and run this again with the new offsets',
       },
     );
-  return { slot: t.slot, plugin: slot.plugin, lsnProc: offsets.lsnProc, lsnCommit: offsets.lsnCommit, start };
+  return {
+    slot: t.slot,
+    plugin: slot.plugin,
+    lsnProc: offsets.lsnProc,
+    lsnCommit: offsets.lsnCommit,
+    where: offsets.where,
+    connector: offsets.connector,
+    start,
+  };
 }
 
 /** The skip rule the relay's first streams apply (debezium-resume.ts), in words. */
@@ -73,22 +143,19 @@ export function describeSkipRule(p: CutoverPlan): string {
 }
 
 /**
- * `migrate --compat debezium --debezium-offsets <file>` (after the migrations): records where
- * Debezium stopped, for the slot the relay takes over (planCutover checks it first).
+ * `migrate --compat debezium --debezium-offsets <file> | --debezium-offsets-topic <topic>` (after
+ * the migrations): records where Debezium stopped, for the slot the relay takes over (planCutover
+ * checks it first).
  */
-export async function recordCutover(
-  db: pg.ClientBase,
-  t: { schema: string; table: string; slot: string; offsetsFile: string; server?: string },
-  log?: Logger,
-): Promise<string> {
-  const p = await planCutover(db, t);
+export async function recordCutover(db: pg.ClientBase, t: CutoverTarget, log?: Logger): Promise<string> {
+  const p = await planCutover(db, t, log);
   await db.query(
     `INSERT INTO ${cutoverTable(t.schema, t.table)} (slot_name, lsn_proc, lsn_commit)
      VALUES ($1, $2::pg_lsn, $3::pg_lsn)
      ON CONFLICT (slot_name) DO UPDATE SET lsn_proc = excluded.lsn_proc, lsn_commit = excluded.lsn_commit, recorded_at = now()`,
     [t.slot, formatLsn(p.lsnProc), formatLsn(p.lsnCommit)],
   );
-  const what = `cutover from Debezium recorded for slot ${t.slot}: the relay skips what Debezium processed (lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}; the slot resends from ${formatLsn(p.start)})`;
+  const what = `cutover from Debezium recorded for slot ${t.slot} (offsets of ${p.connector ?? 'the connector'} from ${p.where}): the relay skips what Debezium processed (lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}; the slot resends from ${formatLsn(p.start)})`;
   log?.info({ slot: t.slot, lsnProc: formatLsn(p.lsnProc), lsnCommit: formatLsn(p.lsnCommit) }, what);
   return what;
 }
@@ -110,11 +177,24 @@ export async function readCutover(
   return row ? { lsnProc: parseLsn(row.lsn_proc), lsnCommit: parseLsn(row.lsn_commit) } : null;
 }
 
-/** recordCutover's target from the configuration (topic.prefix picks the connector's offsets). */
-export function cutoverTarget(
-  c: { schema: string; table: string; slot: string; debezium: Record<string, string> },
-  offsetsFile: string,
-): Parameters<typeof recordCutover>[1] {
+/**
+ * The cutover of `migrate` from its configuration, or undefined when it has none: the offsets
+ * file or topic, the connector's name, its topic.prefix, and the Kafka options for the topic.
+ */
+export function cutoverTarget(c: Config): CutoverTarget | undefined {
+  if (c.compat !== 'debezium') return undefined;
+  let offsets: OffsetsSource;
+  if (c.debeziumOffsets !== undefined) offsets = { file: c.debeziumOffsets };
+  else if (c.debeziumOffsetsTopic !== undefined)
+    offsets = { topic: c.debeziumOffsetsTopic, kafka: { ...c, kafkaRequestTimeoutMs: 30_000 } };
+  else return undefined;
   const server = c.debezium['topic.prefix'] ?? c.debezium['debezium.source.topic.prefix'];
-  return { schema: c.schema, table: c.table, slot: c.slot, offsetsFile, ...(server ? { server } : {}) };
+  return {
+    schema: c.schema,
+    table: c.table,
+    slot: c.slot,
+    offsets,
+    ...(c.debeziumConnector !== undefined ? { connector: c.debeziumConnector } : {}),
+    ...(server ? { server } : {}),
+  };
 }

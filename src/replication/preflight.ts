@@ -149,7 +149,10 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     throw new RelayError(ErrorCode.PUBLICATION_MISSING, `publication ${t.publication} does not exist`);
   }
   const problems: string[] = [];
-  if (p.puballtables) problems.push('it is FOR ALL TABLES');
+  if (p.puballtables)
+    problems.push(
+      'it is FOR ALL TABLES (`outbox-relay migrate --narrow-publication` replaces it by one of the outbox table alone)',
+    );
   else {
     const tables = await db.query<{ schemaname: string; tablename: string }>(
       'SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2',

@@ -3,6 +3,7 @@ import {
   type Admin,
   CompressionTypes,
   Kafka,
+  type KafkaConfig,
   logLevel,
   type Message,
   type Producer,
@@ -66,6 +67,9 @@ export type KafkaSinkConfig = Pick<
     >
   >;
 
+/** The connection options alone (what a reader of a topic needs). */
+export type KafkaClientSettings = Omit<KafkaSinkConfig, 'kafkaCompression' | 'kafkaAutoCreateTopics'>;
+
 function topicSettingsOf(c: KafkaSinkConfig) {
   return {
     kafkaTopicPartitions: c.kafkaTopicPartitions ?? 0,
@@ -75,7 +79,7 @@ function topicSettingsOf(c: KafkaSinkConfig) {
   };
 }
 
-function ssl(c: KafkaSinkConfig) {
+function ssl(c: KafkaClientSettings) {
   if (!c.kafkaSsl && !c.kafkaSslCaFile && !c.kafkaSslCertFile) return undefined;
   if (!c.kafkaSslCaFile && !c.kafkaSslCertFile) return true;
   return {
@@ -85,7 +89,7 @@ function ssl(c: KafkaSinkConfig) {
   };
 }
 
-function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | undefined {
+function sasl(c: KafkaClientSettings, tokens: TokenCache | null): SASLOptions | undefined {
   if (c.kafkaSaslMechanism === 'none') return undefined;
   // kafkajs' own OAUTHBEARER takes a refused token for success (src/sinks/kafkajs-oauthbearer.ts).
   if (tokens)
@@ -98,6 +102,29 @@ function sasl(c: KafkaSinkConfig, tokens: TokenCache | null): SASLOptions | unde
     username: c.kafkaSaslUsername ?? '',
     password: c.kafkaSaslPassword ?? '',
   } as SASLOptions;
+}
+
+/**
+ * The kafkajs client settings of the relay's connection options (brokers, TLS, SASL/OAUTHBEARER),
+ * for the sink and for one-shot readers (migrate's Connect offsets topic).
+ */
+export function kafkaClientConfig(
+  c: KafkaClientSettings,
+  tokens: TokenCache | null,
+  log: Logger,
+): KafkaConfig {
+  return {
+    clientId: c.kafkaClientId,
+    brokers: c.kafkaBrokers,
+    ssl: ssl(c),
+    sasl: sasl(c, tokens),
+    connectionTimeout: 5000,
+    requestTimeout: c.kafkaRequestTimeoutMs,
+    retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
+    socketFactory: noDelaySocketFactory,
+    logLevel: logLevel.WARN,
+    logCreator: logCreator(log.child({ component: 'kafkajs' })),
+  };
 }
 
 /**
@@ -154,18 +181,7 @@ export class KafkaSink implements Sink {
       log.warn(
         "this kafkajs does not look as expected: its own sendMessages is used (the relay's acknowledgement check still holds)",
       );
-    this.#kafka = new (Client ?? Kafka)({
-      clientId: c.kafkaClientId,
-      brokers: c.kafkaBrokers,
-      ssl: ssl(c),
-      sasl: sasl(c, this.tokens),
-      connectionTimeout: 5000,
-      requestTimeout: c.kafkaRequestTimeoutMs,
-      retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
-      socketFactory: noDelaySocketFactory,
-      logLevel: logLevel.WARN,
-      logCreator: logCreator(log.child({ component: 'kafkajs' })),
-    });
+    this.#kafka = new (Client ?? Kafka)(kafkaClientConfig(c, this.tokens, log));
     this.#producerConfig = {
       // kafkajs 2's default (named, so kafkajs does not warn that the default changed), each
       // key's partition remembered: murmur2 of the key, as the Java client partitions

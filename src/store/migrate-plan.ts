@@ -1,20 +1,22 @@
 import type pg from 'pg';
-import { describeSkipRule, planCutover } from '../replication/cutover.ts';
+import { type CutoverTarget, describeSkipRule, planCutover } from '../replication/cutover.ts';
 import { formatLsn } from '../replication/lsn.ts';
 import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
+import { describeNarrowing, publicationDefinition, readPublication } from './publication.ts';
 import { readSlotRow } from './slots.ts';
 import { qualified } from './sql-ident.ts';
 
 /**
  * `migrate --dry-run`: what migrate would do, read without changing anything (no lock, no ledger,
  * no slot): the migrations not applied yet and the tables they create, the publication, the
- * slot, and with --debezium-offsets the cutover it would record — Debezium's position and the
+ * slot, a FOR ALL TABLES publication and what --narrow-publication does to it, and with
+ * --debezium-offsets (or --debezium-offsets-topic) the cutover it would record — Debezium's position and the
  * skip rule. A cutover migrate would refuse is refused here with the same error.
  */
 export async function planMigration(
   client: pg.ClientBase,
   t: MigrationTarget,
-  cutover?: { offsetsFile: string; server?: string },
+  cutover?: CutoverTarget,
 ): Promise<string[]> {
   const lines: string[] = ['dry run: nothing is changed'];
   const ledger = qualified(t.schema, 'outbox_relay_migrations');
@@ -39,11 +41,13 @@ export async function planMigration(
     );
   }
   if (pending.length === 0) lines.push('migrations: all applied');
-  const pub = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [t.publication]);
+  const pub = await readPublication(client, t.publication);
   lines.push(
-    pub.rowCount
-      ? `publication ${t.publication}: exists`
-      : `publication ${t.publication}: would be created (FOR TABLE ${qualified(t.schema, t.table)} WITH (publish = 'insert'))`,
+    !pub
+      ? `publication ${t.publication}: would be created (${publicationDefinition(t)})`
+      : pub.allTables
+        ? describeNarrowing(t, t.narrowPublication === true)
+        : `publication ${t.publication}: exists`,
   );
   if (t.slot) {
     const slot = await readSlotRow(client, t.slot);
@@ -53,10 +57,10 @@ export async function planMigration(
         : `slot ${t.slot}: not found, would be created (pgoutput)`,
     );
   }
-  if (cutover && t.slot) {
-    const p = await planCutover(client, { schema: t.schema, table: t.table, slot: t.slot, ...cutover });
+  if (cutover) {
+    const p = await planCutover(client, cutover);
     lines.push(
-      `Debezium's offsets (${cutover.offsetsFile}): lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}`,
+      `Debezium's offsets (${p.connector ? `connector ${p.connector}, ` : ''}${p.where}): lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}`,
       `would record the cutover in ${qualified(t.schema, `${t.table}_relay_cutover`)}: ${describeSkipRule(p)}`,
     );
   }

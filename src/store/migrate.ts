@@ -5,6 +5,12 @@ import { ErrorCode, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
 import { insertInitialProgress, progressTable } from './progress-table.ts';
+import {
+  describeNarrowing,
+  narrowPublication,
+  publicationDefinition,
+  readPublication,
+} from './publication.ts';
 import { insertInitialRelayState, relayStateTable } from './relay-state.ts';
 import { createSlot, readSlotRow, slotOwnershipError } from './slots.ts';
 import { ident, qualified, sqlName } from './sql-ident.ts';
@@ -25,6 +31,8 @@ export interface MigrationTarget {
    * relay's side tables are created (sql/debezium/), and a publication of inserts into the table.
    */
   compat?: 'none' | 'debezium';
+  /** A FOR ALL TABLES publication is replaced by one of the outbox table alone (store/publication.ts). */
+  narrowPublication?: boolean;
 }
 
 export interface Migration {
@@ -116,13 +124,14 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       applied.push(`${m.version}_${m.name}`);
       log?.info({ migration: m.version, name: m.name }, 'migration applied');
     }
-    const pub = await client.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [t.publication]);
-    if (pub.rowCount === 0) {
-      await client.query(
-        `CREATE PUBLICATION ${ident(t.publication)} FOR TABLE ${qualified(t.schema, t.table)} WITH (publish = 'insert')`,
-      );
+    const pub = await readPublication(client, t.publication);
+    if (!pub) {
+      await client.query(`CREATE PUBLICATION ${ident(t.publication)} ${publicationDefinition(t)}`);
       applied.push(`publication ${t.publication}`);
       log?.info({ publication: t.publication }, 'publication created');
+    } else if (pub.allTables) {
+      if (t.narrowPublication) applied.push(await narrowPublication(client, t, log));
+      else log?.warn({ publication: t.publication }, describeNarrowing(t, false));
     }
     if (t.slot) {
       await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);

@@ -8,7 +8,16 @@
  * boolean from 't'/'f', bytes from bytea's hex text (base64 in JSON), strings as they are.
  */
 
-export type ConnectType = 'string' | 'int16' | 'int32' | 'int64' | 'boolean' | 'bytes' | 'struct';
+export type ConnectType =
+  | 'string'
+  | 'int16'
+  | 'int32'
+  | 'int64'
+  | 'float64'
+  | 'boolean'
+  | 'bytes'
+  | 'struct'
+  | 'array';
 
 export interface ConnectSchema {
   type: ConnectType;
@@ -16,6 +25,8 @@ export interface ConnectSchema {
   name?: string;
   version?: number;
   fields?: readonly { name: string; schema: ConnectSchema }[];
+  /** An array's element schema. */
+  items?: ConnectSchema;
 }
 
 /** A struct's values, in its schema's field order. */
@@ -23,12 +34,24 @@ export interface StructValue {
   struct: readonly ConnectValue[];
 }
 
-/** A column's text as PostgreSQL sends it, or a struct of them; null is SQL NULL. */
-export type ConnectValue = string | StructValue | null;
+/** An array's elements (table.expand.json.payload). */
+export interface ArrayValue {
+  array: readonly ConnectValue[];
+}
+
+/**
+ * A column's text as PostgreSQL sends it, or a struct of them; null is SQL NULL. Expanded JSON
+ * (expand-json.ts) brings numbers as the text Java writes them, booleans as true/false, arrays.
+ */
+export type ConnectValue = string | StructValue | ArrayValue | null;
+
+/** connect-json's type names (FLOAT64 is "double"). */
+const TYPE_NAMES: Partial<Record<ConnectType, string>> = { float64: 'double' };
 
 /** connect-json's schema JSON: type, fields, optional, name, version (its asJsonSchema order). */
 export function schemaJson(s: ConnectSchema): string {
-  let out = `{"type":"${s.type}"`;
+  let out = `{"type":"${TYPE_NAMES[s.type] ?? s.type}"`;
+  if (s.type === 'array') out += `,"items":${schemaJson(s.items!)}`;
   if (s.type === 'struct')
     out += `,"fields":[${(s.fields ?? [])
       .map((f) => `${schemaJson(f.schema).slice(0, -1)},"field":${jacksonString(f.name)}}`)
@@ -45,7 +68,12 @@ export function valueJson(s: ConnectSchema, v: ConnectValue): string {
     if (!s.optional) throw new Error('a NULL value where the schema is not optional');
     return 'null';
   }
+  if (typeof v === 'object' && 'array' in v) {
+    if (s.type !== 'array') throw new Error(`an array value for a ${s.type} schema`);
+    return `[${v.array.map((e) => valueJson(s.items!, e)).join(',')}]`;
+  }
   if (typeof v === 'object') {
+    if (s.type !== 'struct') throw new Error(`a struct value for a ${s.type} schema`);
     const fields = s.fields ?? [];
     return `{${fields.map((f, i) => `${jacksonString(f.name)}:${valueJson(f.schema, v.struct[i] ?? null)}`).join(',')}}`;
   }
@@ -55,6 +83,7 @@ export function valueJson(s: ConnectSchema, v: ConnectValue): string {
     case 'int16':
     case 'int32':
     case 'int64':
+    case 'float64':
       return v;
     case 'boolean':
       return v === 't' || v === 'true' ? 'true' : 'false';
@@ -76,7 +105,12 @@ export function jsonConverter(
 ): Buffer | null {
   if (s === null) {
     if (v === null) return null;
-    throw new Error('a value without a schema');
+    // Schemaless (an expanded `[]` payload): the value's own JSON type, a string here.
+    if (typeof v !== 'string') throw new Error('a value without a schema');
+    return Buffer.from(
+      schemasEnable ? `{"schema":null,"payload":${jacksonString(v)}}` : jacksonString(v),
+      'utf8',
+    );
   }
   const value = valueJson(s, v);
   return Buffer.from(schemasEnable ? `{"schema":${schemaJson(s)},"payload":${value}}` : value, 'utf8');
@@ -84,12 +118,16 @@ export function jsonConverter(
 
 /** StringConverter (and SimpleHeaderConverter, Values.convertToString, for these types): the value's text. */
 export function stringConverter(s: ConnectSchema | null, v: ConnectValue): Buffer | null {
-  if (v === null || s === null) return null;
-  return Buffer.from(connectText(s, v), 'utf8');
+  if (v === null) return null;
+  // Schemaless (an expanded `[]` payload): a string's text.
+  return Buffer.from(s === null ? (v as string) : connectText(s, v), 'utf8');
 }
 
 /** A value as Java's toString() writes it (a Struct as Struct{name=value,…}, NULL fields left out). */
 function connectText(s: ConnectSchema, v: Exclude<ConnectValue, null>): string {
+  if (typeof v === 'object' && 'array' in v)
+    // java.util.List.toString
+    return `[${v.array.map((e) => (e === null ? 'null' : connectText(s.items!, e))).join(', ')}]`;
   if (typeof v === 'object') {
     const parts: string[] = [];
     (s.fields ?? []).forEach((f, i) => {

@@ -6,6 +6,7 @@
  * `debezium.format.key|value|header`). Pure: a map of properties in, the resolved routing or an
  * error naming the property out.
  */
+import type { JsonNullBehavior } from './expand-json.ts';
 import { compileJavaRegex, parseJavaReplacement, type Replacement } from './java-regex.ts';
 
 export type Converter = { kind: 'json'; schemasEnable: boolean } | { kind: 'string' };
@@ -26,6 +27,10 @@ export interface DebeziumRouting {
   topicRegex: RegExp;
   topicReplacement: Replacement;
   tombstoneOnEmptyPayload: boolean;
+  /** `table.expand.json.payload`: a JSON payload becomes structured JSON with an inferred schema (expand-json.ts). */
+  expandJsonPayload: boolean;
+  /** `table.json.payload.null.behavior`: null fields of an expanded payload left out, or kept as optional bytes. */
+  jsonNullBehavior: JsonNullBehavior;
   additional: AdditionalField[];
   keyConverter: Converter;
   valueConverter: Converter;
@@ -60,7 +65,6 @@ const ROUTER_DEFAULTS: Record<string, string> = {
 const NO_EFFECT = new Set([
   'table.field.event.type', // unused by Debezium since DBZ-2014 (kept for configurations that name it)
   'table.op.invalid.behavior', // the relay's publication sends inserts only
-  'table.json.payload.null.behavior', // applies only to table.expand.json.payload
   'table.field.additional.missing',
   'tracing.span.context.field',
   'tracing.operation.name',
@@ -157,10 +161,11 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
       'transforms.<name>.type',
       `${type} is not io.debezium.transforms.outbox.EventRouter`,
     );
-  if (bool(props, 'table.expand.json.payload', false))
+  const nulls = get('table.json.payload.null.behavior').trim().toLowerCase();
+  if (nulls !== 'ignore' && nulls !== 'optional_bytes')
     throw new DebeziumOptionError(
-      'table.expand.json.payload',
-      'true is not supported yet: Debezium then infers a Connect schema from each payload, which the preset does not reproduce byte for byte. Keep it false (the payload is then a JSON string)',
+      'table.json.payload.null.behavior',
+      `${JSON.stringify(nulls)} is not ignore or optional_bytes`,
     );
   if (props['table.field.event.schema.version'])
     throw new DebeziumOptionError(
@@ -230,6 +235,8 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
     topicRegex,
     topicReplacement,
     tombstoneOnEmptyPayload: bool(props, 'route.tombstone.on.empty.payload', false),
+    expandJsonPayload: bool(props, 'table.expand.json.payload', false),
+    jsonNullBehavior: nulls,
     additional,
     keyConverter: converter(props, 'key', server),
     valueConverter: converter(props, 'value', server),

@@ -144,7 +144,8 @@ describe('the preset options, by their Debezium names', () => {
       }
       return null;
     };
-    expect(bad({ 'table.expand.json.payload': 'true' })).toBe('table.expand.json.payload');
+    expect(bad({ 'table.expand.json.payload': 'yes' })).toBe('table.expand.json.payload');
+    expect(bad({ 'table.json.payload.null.behavior': 'drop' })).toBe('table.json.payload.null.behavior');
     expect(bad({ 'value.converter': 'io.confluent.connect.avro.AvroConverter' })).toBe('value.converter');
     expect(bad({ 'route.topic.regex': '\\Qx\\E' })).toBe('route.topic.regex');
     // biome-ignore lint/suspicious/noTemplateCurlyInString: Java's syntax.
@@ -152,5 +153,42 @@ describe('the preset options, by their Debezium names', () => {
     expect(bad({ 'table.fields.additional.placement': 'a:body' })).toBe('table.fields.additional.placement');
     expect(bad({ 'route.tombstone.on.empty.payload': 'yes' })).toBe('route.tombstone.on.empty.payload');
     expect(bad({ 'tabel.field.event.id': 'x' })).toBe('tabel.field.event.id');
+  });
+
+  it('table.expand.json.payload: the payload as structured JSON; an envelope named per payload schema by its first event', () => {
+    const props = {
+      'table.expand.json.payload': 'true',
+      'table.fields.additional.placement': 'tenant:envelope',
+      'topic.prefix': 'app',
+      'value.converter.schemas.enable': 'false',
+    };
+    const routing = debeziumRouting({ 'extended.headers.enabled': 'false', ...props });
+    const state = { runId: 'run' };
+    const at = (aggregatetype: string, payload: string) =>
+      text(debeziumRecord({ ...row, aggregatetype, payload }, columns, routing, table, state).value);
+    expect(at('Order', '{"a": 1}')).toBe('{"payload":{"a":1},"tenant":null}');
+    expect(at('Invoice', '{"b": "x"}')).toBe('{"payload":{"b":"x"},"tenant":null}');
+    // Not JSON to expand: the text, as without the option.
+    expect(at('Invoice', '"s"')).toBe('{"payload":"\\"s\\"","tenant":null}');
+    const withSchemas = debeziumRouting({
+      ...props,
+      'extended.headers.enabled': 'false',
+      'value.converter.schemas.enable': 'true',
+    });
+    const fresh = { runId: 'run' };
+    const name = (aggregatetype: string, payload: string) =>
+      /"optional":false,"name":"([^"]+)"\},"payload":/.exec(
+        text(debeziumRecord({ ...row, aggregatetype, payload }, columns, withSchemas, table, fresh).value) ??
+          '',
+      )?.[1];
+    expect(name('Order', '{"a": 1}')).toBe('app.public.outbox.Order.Value');
+    expect(name('Invoice', '{"a": 2}')).toBe('app.public.outbox.Order.Value');
+    expect(name('Invoice', '{"b": "x"}')).toBe('app.public.outbox.Invoice.Value');
+    expect(name('Customer', '"s"')).toBe('app.public.outbox.Customer.Value');
+    expect(name('Order', '"t"')).toBe('app.public.outbox.Customer.Value');
+    // An expanded `[]` has no schema: an envelope cannot hold it (Debezium's task fails there).
+    expect(() => debeziumRecord({ ...row, payload: '[]' }, columns, routing, table, state)).toThrow(
+      /cannot be placed in the envelope/,
+    );
   });
 });

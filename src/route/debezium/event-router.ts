@@ -8,7 +8,9 @@
  *  - key = the `table.field.event.key` column (NULL stays NULL), with that column's schema;
  *  - value = the payload column, or, when an additional field is placed in the envelope, a struct
  *    {payload, <alias>…} named `<topic.prefix>.<schema>.<table>.<routed-by value>.Value` — the
- *    routed-by value of the FIRST such event (Debezium caches the schema per table schema);
+ *    routed-by value of the FIRST event with that payload schema (Debezium caches the envelope
+ *    per payload schema: one for the column, one per inferred schema with
+ *    `table.expand.json.payload`, expand-json.ts);
  *  - a NULL or blank payload (Java's trim()) is a tombstone (null value) with
  *    `route.tombstone.on.empty.payload`; otherwise it is converted like any value;
  *  - headers: Debezium 3's context headers (`extended.headers.enabled`), `id` (the event id
@@ -24,6 +26,7 @@ import {
   stringConverter,
 } from './connect-json.ts';
 import type { Converter, DebeziumRouting } from './event-router-options.ts';
+import { expandJsonPayload, type PayloadData, schemaKey } from './expand-json.ts';
 import { javaReplaceWhole } from './java-regex.ts';
 
 /** A column of the outbox table, from the catalog (nullability decides a schema's `optional`). */
@@ -77,9 +80,12 @@ export interface DebeziumRecord {
   timestampMs?: number;
 }
 
-/** Per router instance (a connector task's run): the envelope schema's name, fixed by the first event (as Debezium caches it). */
+/**
+ * Per router instance (a connector task's run): the envelope schema's name per payload schema,
+ * fixed by the first event with that payload schema (Debezium's payloadSchemaCache).
+ */
 export interface RouterState {
-  envelopeName?: string;
+  envelopeNames?: Map<string, string>;
   /** The `__debezium.context.runId` header's value: one per run, as Debezium's task makes one per start. */
   runId: string;
 }
@@ -118,8 +124,13 @@ export function debeziumRecord(
   const topic = javaReplaceWhole(routedBy, r.topicRegex, r.topicReplacement);
 
   const payloadCol = col(r.fieldPayload, 'table.field.event.payload');
-  const payloadSchema = columnSchema(payloadCol);
-  const payload = value(payloadCol.name);
+  const payloadText = value(payloadCol.name);
+  const column = columnSchema(payloadCol);
+  // Debezium expands a String payload only (not bytes, not numbers).
+  const payload: PayloadData =
+    r.expandJsonPayload && payloadText !== null && column.type === 'string'
+      ? expandJsonPayload(payloadText, column, r.fieldPayload, r.jsonNullBehavior)
+      : { schema: column, value: payloadText, fits: true };
   const idCol = col(r.fieldEventId, 'table.field.event.id');
   const headers: [string, Buffer | null][] = [];
   if (r.contextHeaders) {
@@ -146,21 +157,36 @@ export function debeziumRecord(
     }
   }
 
-  let valueBytes: Buffer | null;
-  if (r.tombstoneOnEmptyPayload && (payload === null || javaBlank(payload))) valueBytes = null;
-  else if (envelope.length === 0) valueBytes = convert(r.valueConverter, payloadSchema, payload);
-  else {
-    state.envelopeName ??= `${r.topicPrefix}.${table.schema}.${table.table}.${routedBy}.Value`;
-    const fields = [{ name: 'payload', schema: payloadSchema }];
-    const values: ConnectValue[] = [payload];
+  // Debezium builds the envelope for every event, tombstones too: its schema is cached per payload
+  // schema and named by the first event with it; the payload must fit it (Struct.put).
+  let envelopeSchema: ConnectSchema | null = null;
+  const envelopeValues: ConnectValue[] = [payload.value];
+  if (envelope.length > 0) {
+    if (payload.schema === null || !payload.fits)
+      throw new Error(
+        'an expanded payload that does not fit its inferred schema (a top-level array, a number beyond 64 bits, mixed objects) cannot be placed in the envelope',
+      );
+    state.envelopeNames ??= new Map();
+    const cacheKey = schemaKey(payload.schema);
+    let name = state.envelopeNames.get(cacheKey);
+    if (name === undefined) {
+      name = `${r.topicPrefix}.${table.schema}.${table.table}.${routedBy}.Value`;
+      state.envelopeNames.set(cacheKey, name);
+    }
+    const fields = [{ name: 'payload', schema: payload.schema }];
     for (const a of envelope) {
       const c = col(a.field, 'table.fields.additional.placement');
       fields.push({ name: a.alias, schema: columnSchema(c) });
-      values.push(value(c.name));
+      envelopeValues.push(value(c.name));
     }
-    const schema: ConnectSchema = { type: 'struct', optional: false, name: state.envelopeName, fields };
-    valueBytes = convert(r.valueConverter, schema, { struct: values } satisfies StructValue);
+    envelopeSchema = { type: 'struct', optional: false, name, fields };
   }
+
+  let valueBytes: Buffer | null;
+  if (r.tombstoneOnEmptyPayload && (payloadText === null || javaBlank(payloadText))) valueBytes = null;
+  else if (envelopeSchema === null) valueBytes = convert(r.valueConverter, payload.schema, payload.value);
+  else
+    valueBytes = convert(r.valueConverter, envelopeSchema, { struct: envelopeValues } satisfies StructValue);
 
   let keyBytes: Buffer | null = null;
   if (r.fieldEventKey !== null) {

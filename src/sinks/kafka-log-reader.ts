@@ -1,0 +1,136 @@
+import { createRequire } from 'node:module';
+import type { Kafka } from 'kafkajs';
+
+/**
+ * Reads a topic's records straight from its partitions' leaders, READ_COMMITTED, without a
+ * consumer group: kafkajs' consumer needs a group join (seconds, and a group left behind) and
+ * resolves an empty read_committed fetch to the high watermark (past an open transaction). Fetch
+ * requests go up to the last stable offset, through kafkajs' own aborted-transaction filter.
+ * Used for the exactly-once progress record (kafka-progress.ts) and Kafka Connect's offsets topic
+ * (replication/debezium-offsets-topic.ts).
+ */
+
+const require = createRequire(import.meta.url);
+/** kafkajs' own filter of a fetch's aborted transactions and control records (consumer/batch.js). */
+const Batch = require('kafkajs/src/consumer/batch.js') as new (
+  topic: string,
+  fetchedOffset: string,
+  partitionData: unknown,
+) => {
+  messages: LogRecord[];
+  lastOffset(): string;
+  isEmptyIncludingFiltered(): boolean;
+};
+
+const READ_COMMITTED = 1;
+const LATEST = -1;
+const EARLIEST = -2;
+
+export interface LogRecord {
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+interface ClusterLike {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  addTargetTopic(topic: string): Promise<void>;
+  refreshMetadata(): Promise<void>;
+  findTopicPartitionMetadata(topic: string): { partitionId: number; leader: number }[];
+  findBroker(args: { nodeId: string }): Promise<BrokerLike>;
+}
+
+interface BrokerLike {
+  listOffsets(args: unknown): Promise<{
+    responses: { topic: string; partitions: { partition: number; offset: string; errorCode: number }[] }[];
+  }>;
+  fetch(args: unknown): Promise<{
+    responses: { topicName: string; partitions: { partition: number; errorCode: number }[] }[];
+  }>;
+}
+
+export class TopicLog {
+  readonly topic: string;
+  /** Partition ids and their leaders, from the metadata read at open. */
+  readonly partitions: readonly { partitionId: number; leader: number }[];
+  readonly #cluster: ClusterLike;
+
+  private constructor(
+    cluster: ClusterLike,
+    topic: string,
+    partitions: readonly { partitionId: number; leader: number }[],
+  ) {
+    this.#cluster = cluster;
+    this.topic = topic;
+    this.partitions = partitions;
+  }
+
+  /** Connects and reads the topic's metadata; throws kafkajs' error when the topic does not exist. */
+  static async open(kafka: Kafka, topic: string): Promise<TopicLog> {
+    const sym = Object.getOwnPropertySymbols(kafka).find(
+      (s) => s.description === 'private:Kafka:createCluster',
+    );
+    if (!sym) throw new Error(`this kafkajs does not look as expected: cannot read topic ${topic}`);
+    const createCluster = (kafka as unknown as Record<symbol, (o: object) => ClusterLike>)[sym]!;
+    const cluster = createCluster({ isolationLevel: READ_COMMITTED, allowAutoTopicCreation: false });
+    await cluster.connect();
+    try {
+      await cluster.addTargetTopic(topic);
+      await cluster.refreshMetadata();
+      return new TopicLog(cluster, topic, cluster.findTopicPartitionMetadata(topic));
+    } catch (e) {
+      await cluster.disconnect().catch(() => {});
+      throw e;
+    }
+  }
+
+  async #broker(partition: number): Promise<BrokerLike> {
+    const leader = this.partitions.find((p) => p.partitionId === partition)?.leader;
+    if (leader === undefined) throw new Error(`topic ${this.topic} has no partition ${partition}`);
+    return this.#cluster.findBroker({ nodeId: String(leader) });
+  }
+
+  /** The partition's earliest offset and its last stable offset (the end of what is committed). */
+  async bounds(partition: number): Promise<{ earliest: number; stable: number }> {
+    const broker = await this.#broker(partition);
+    const offset = async (timestamp: number): Promise<number> => {
+      const r = await broker.listOffsets({
+        replicaId: -1,
+        isolationLevel: READ_COMMITTED,
+        topics: [{ topic: this.topic, partitions: [{ partition, timestamp }] }],
+      });
+      return Number(r.responses[0]!.partitions[0]!.offset);
+    };
+    return { earliest: await offset(EARLIEST), stable: await offset(LATEST) };
+  }
+
+  /** Calls `each` for every committed record of the partition in [from, end), in offset order. */
+  async scan(partition: number, from: number, end: number, each: (r: LogRecord) => void): Promise<void> {
+    const broker = await this.#broker(partition);
+    let at = from;
+    while (at < end) {
+      const r = await broker.fetch({
+        replicaId: -1,
+        isolationLevel: READ_COMMITTED,
+        maxWaitTime: 50,
+        minBytes: 1,
+        maxBytes: 4 << 20,
+        topics: [
+          { topic: this.topic, partitions: [{ partition, fetchOffset: String(at), maxBytes: 4 << 20 }] },
+        ],
+      });
+      const batch = new Batch(this.topic, String(at), r.responses[0]!.partitions[0]!);
+      if (batch.isEmptyIncludingFiltered()) return; // nothing more below the last stable offset
+      for (const m of batch.messages) {
+        if (Number(m.offset) >= end) return;
+        each(m);
+      }
+      at = Number(batch.lastOffset()) + 1;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#cluster.disconnect().catch(() => {});
+  }
+}

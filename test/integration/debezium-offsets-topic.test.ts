@@ -1,0 +1,105 @@
+import { Kafka, logLevel } from 'kafkajs';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { createTestDatabase, type TestDatabase } from '../support/postgres.ts';
+import { slotOf, spawnCli } from '../support/relay.ts';
+
+/**
+ * The cutover from a distributed Kafka Connect worker: `migrate --compat debezium
+ * --debezium-offsets-topic <offset.storage.topic>` reads the connector's offsets from the real
+ * broker, written as Connect writes them (key and value by its internal JsonConverter with
+ * schemas off, partitioned by the key): the latest record of the connector's key wins over an
+ * older one, another connector's record makes the choice ambiguous until the connector is named
+ * (exit 64, listing them), another kind of connector's record is left out, a tombstone (offsets
+ * reset) is refused (exit 78). The dry run prints the record it read; the real run records it.
+ */
+let kafka: KafkaHarness;
+let db: TestDatabase;
+
+beforeAll(async () => {
+  kafka = await startKafka();
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await db?.query('SELECT pg_drop_replication_slot($1)', [slotOf(db)]).catch(() => {});
+  await db?.close();
+  await kafka?.stop();
+});
+
+const KEY = '["outbox-connector",{"server":"app"}]';
+const OTHER = '["billing-connector",{"server":"billing"}]';
+
+/** A Debezium PostgreSQL offsets value as Connect stores it. */
+const value = (proc: bigint, commit: bigint, txId: number) =>
+  `{"transaction_id":null,"lsn_proc":${proc},"messageType":"INSERT","lsn_commit":${commit},"lsn":${proc},"txId":${txId},"ts_usec":1764133200000000}`;
+
+it('migrate --debezium-offsets-topic: the connector named, its latest record; dry run prints it', async () => {
+  await db.query(
+    `CREATE TABLE public.outbox (
+       id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+       aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+  );
+  await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slotOf(db)]);
+  await db.query('CREATE TABLE filler AS SELECT g FROM generate_series(1, 1000) g');
+  const [lsn] = await db.query<{ now: string }>(`SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS now`);
+  const now = BigInt(lsn!.now);
+  const text = (n: bigint) =>
+    `${(n >> 32n).toString(16).toUpperCase()}/${(n & 0xffffffffn).toString(16).toUpperCase()}`;
+
+  // Connect's offsets topic: compacted, several partitions; records keyed by connector and server.
+  const topic = kafka.topic('connect-offsets');
+  await kafka.createTopic('connect-offsets', 5, { config: { 'cleanup.policy': 'compact' } });
+  const client = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING });
+  const producer = client.producer();
+  await producer.connect();
+  const send = (key: string, v: string | null) => producer.send({ topic, messages: [{ key, value: v }] });
+  await send(KEY, value(now - 400n, now - 500n, 700)); // older: superseded
+  await send(OTHER, value(now - 9000n, now - 9100n, 3)); // another Debezium connector
+  await send('["files",{"filename":"/var/in.txt"}]', '{"position":42}'); // not Debezium
+  await send(KEY, value(now, now - 24n, 701));
+
+  const args = [
+    'migrate',
+    '--database-url',
+    db.url,
+    '--slot',
+    slotOf(db),
+    '--compat',
+    'debezium',
+    '--kafka-brokers',
+    kafka.brokers.join(','),
+    '--debezium-offsets-topic',
+    topic,
+  ];
+  const ambiguous = spawnCli([...args, '--dry-run']);
+  expect(await ambiguous.exited, ambiguous.logs()).toBe(64);
+  expect(ambiguous.logs()).toMatch(
+    /several Debezium PostgreSQL connectors: (outbox-connector \(topic.prefix app\), billing-connector \(topic.prefix billing\)|billing-connector \(topic.prefix billing\), outbox-connector \(topic.prefix app\))\. Name one with --debezium-connector/,
+  );
+
+  const dry = spawnCli([...args, '--debezium-connector', 'outbox-connector', '--dry-run']);
+  expect(await dry.exited, dry.logs()).toBe(0);
+  expect(dry.stdout()).toMatch(
+    new RegExp(
+      `Debezium's offsets \\(connector outbox-connector, topic ${topic.replace(/\./g, '\\.')} partition \\d offset \\d+\\): lsn_proc ${text(now)}, lsn_commit ${text(now - 24n)}`,
+    ),
+  );
+  expect((await db.query(`SELECT to_regclass('outbox_relay_cutover') AS t`))[0]).toEqual({ t: null });
+
+  // The real run, the connector picked by its topic.prefix this time.
+  const real = spawnCli([...args, '--debezium', 'topic.prefix=app']);
+  expect(await real.exited, real.logs()).toBe(0);
+  expect(await db.query('SELECT lsn_proc::text, lsn_commit::text FROM outbox_relay_cutover')).toEqual([
+    { lsn_proc: text(now), lsn_commit: text(now - 24n) },
+  ]);
+
+  // The connector's offsets reset (a tombstone): there is no position to start from.
+  await send(KEY, null);
+  await producer.disconnect();
+  const reset = spawnCli([...args, '--debezium-connector', 'outbox-connector', '--dry-run']);
+  expect(await reset.exited, reset.logs()).toBe(78);
+  expect(reset.logs()).toMatch(
+    /offsets of outbox-connector \(topic.prefix app\) were reset \(a tombstone at topic/,
+  );
+}, 120_000);
