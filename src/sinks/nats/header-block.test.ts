@@ -2,12 +2,15 @@ import { headers } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { headerBlock } from './header-block.ts';
 
+/** The bytes nats.js' publish() writes for a headers object (it calls encode(), not in the public type). */
+const bytesOf = (h: unknown) => Buffer.from((h as { encode(): Uint8Array }).encode());
+
 /** What nats.js' own headers give for the same headers set in the same order (the sink's old path). */
-function library(h: Record<string, string>, msgId: string): Uint8Array {
+function library(h: Record<string, string>, msgId: string): Buffer {
   const m = headers();
   for (const k in h) m.set(k, h[k]!);
   m.set('Nats-Msg-Id', msgId);
-  return m.encode();
+  return bytesOf(m);
 }
 
 const relayHeaders = {
@@ -26,15 +29,29 @@ describe('headerBlock', () => {
       { 'X-Tenant': ' acme ', lower: 'v', MiXeD: 'ünïcødé ✓', empty: '', ...relayHeaders },
       {},
     ];
-    for (const h of cases)
-      expect(Buffer.from(headerBlock(h, 'id-1:7').encode())).toEqual(Buffer.from(library(h, 'id-1:7')));
+    for (const h of cases) expect(bytesOf(headerBlock(h, 'id-1:7'))).toEqual(library(h, 'id-1:7'));
   });
 
   it('refuses what nats.js refuses: a name with a colon, a space or a non-ASCII byte, a value with CR or LF', () => {
-    for (const bad of [{ 'a:b': 'v' }, { 'a b': 'v' }, { 'naïve': 'v' }, { ok: 'x\ny' }, { ok: 'x\ry' }]) {
+    const bads: Record<string, string>[] = [
+      { 'a:b': 'v' },
+      { 'a b': 'v' },
+      { naïve: 'v' },
+      { ok: 'x\ny' },
+      { ok: 'x\ry' },
+    ];
+    for (const bad of bads) {
       expect(() => library(bad, 'i')).toThrow();
       expect(() => headerBlock(bad, 'i')).toThrow();
     }
     expect(() => headerBlock({}, 'bad\nid')).toThrow(/\\r or \\n/);
+  });
+
+  it('refuses a row header named like a JetStream control header, every time it comes', () => {
+    for (const name of ['Nats-Rollup', 'nats-msg-id', 'NATS-Expected-Stream'])
+      for (let i = 0; i < 2; i++)
+        expect(() => headerBlock({ ...relayHeaders, [name]: 'x' }, 'i')).toThrow(
+          /reserved by NATS JetStream/,
+        );
   });
 });

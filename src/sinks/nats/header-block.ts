@@ -19,11 +19,30 @@ import type { MsgHdrs } from '@nats-io/transport-node';
 
 const LEAD = 'NATS/1.0';
 
+/**
+ * Rows are hostile input: a row header named like a JetStream control header (Nats-Rollup purges
+ * a subject, Nats-Expected-* makes every publish fail, Nats-Msg-Id defeats deduplication) is
+ * refused (the sink makes it the event's permanent INVALID_MESSAGE), never passed on.
+ */
+const RESERVED = /^nats-/i;
+
+/**
+ * Header names already found valid and not reserved: the same few names come with every event.
+ * Bounded: past the cap, further names are checked each time.
+ */
+const checkedNames = new Set<string>();
+const MAX_CHECKED_NAMES = 1024;
+const CR_LF = /[\r\n]/;
+
 /** The header block of one message: the row's headers in their order, then Nats-Msg-Id. */
 export function headerBlock(headers: Record<string, string>, msgId: string): MsgHdrs {
   let s = LEAD;
   for (const k in headers) {
-    checkName(k);
+    if (!checkedNames.has(k)) {
+      if (RESERVED.test(k)) throw new Error(`header ${JSON.stringify(k)} is reserved by NATS JetStream`);
+      checkName(k);
+      if (checkedNames.size < MAX_CHECKED_NAMES) checkedNames.add(k);
+    }
     s += `\r\n${k}: ${value(headers[k]!)}`;
   }
   s += `\r\nNats-Msg-Id: ${value(msgId)}\r\n\r\n`;
@@ -39,7 +58,12 @@ function checkName(k: string): void {
   }
 }
 
+/** The value as MsgHdrsImpl keeps it (trimmed); trim() only when an end is not plain ASCII. */
 function value(v: string): string {
-  if (v.includes('\r') || v.includes('\n')) throw new Error('header values cannot contain \\r or \\n');
-  return v.trim();
+  if (CR_LF.test(v)) throw new Error('header values cannot contain \\r or \\n');
+  const n = v.length;
+  if (n === 0) return v;
+  const a = v.charCodeAt(0);
+  const z = v.charCodeAt(n - 1);
+  return a > 32 && a < 127 && z > 32 && z < 127 ? v : v.trim();
 }

@@ -258,21 +258,11 @@ function msgId(m: OutboundMessage): string {
   return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
 }
 
-/**
- * Rows are hostile input: a row header named like a JetStream control header (Nats-Rollup purges
- * a subject, Nats-Expected-* makes every publish fail, Nats-Msg-Id defeats deduplication) is the
- * event's permanent INVALID_MESSAGE, never passed on.
- */
-const RESERVED_HEADER = /^nats-/i;
-
 const EMPTY = new Uint8Array(0);
 
 /** The row's headers, then Nats-Msg-Id (as jetstream.publish's msgID option sets it). */
 function toHeaders(m: OutboundMessage): MsgHdrs {
   try {
-    for (const k in m.headers)
-      if (RESERVED_HEADER.test(k))
-        throw new Error(`header ${JSON.stringify(k)} is reserved by NATS JetStream`);
     return headerBlock(m.headers, msgId(m));
   } catch (e) {
     throw new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${(e as Error).message}`, {
