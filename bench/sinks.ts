@@ -20,7 +20,7 @@ import { OPTIONS } from '../src/config/options.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
 import type { LiveReader } from './live.ts';
-import { startNatsTrivial, startRabbitTrivialProducer, type TrivialProducer } from './trivial-producers.ts';
+import { startNatsTrivial, startRabbitTrivial, type TrivialProducer } from './trivial-producers.ts';
 
 export type SinkName = 'nats' | 'rabbitmq';
 export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
@@ -151,7 +151,7 @@ async function rabbitSink(): Promise<BenchSink> {
         },
       };
     },
-    startTrivial: (window) => startRabbitTrivialProducer(server.url, 'outbox', subject('Bulk'), window),
+    startTrivial: (window) => startRabbitTrivial(server.url, 'outbox', subject('Bulk'), window),
     stop: () => server.stop(),
   };
 }

@@ -66,7 +66,7 @@ function amqpClientJars(): string {
 }
 
 /** RabbitMQ: bench/RabbitTrivialProducer.java publishing to `exchange` with `routingKey`, `window` unconfirmed. */
-export function startRabbitTrivialProducer(
+export function startRabbitTrivial(
   url: string,
   exchange: string,
   routingKey: string,
