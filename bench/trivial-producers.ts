@@ -66,12 +66,7 @@ function amqpClientJars(): string {
 }
 
 /** RabbitMQ: bench/RabbitTrivialProducer.java publishing to `exchange` with `routingKey`, `window` unconfirmed. */
-export function startRabbitTrivial(
-  url: string,
-  exchange: string,
-  routingKey: string,
-  window: number,
-) {
+export function startRabbitTrivial(url: string, exchange: string, routingKey: string, window: number) {
   const java = javaBinary();
   const source = fileURLToPath(new URL('./RabbitTrivialProducer.java', import.meta.url));
   const child = spawn(

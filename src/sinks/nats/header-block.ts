@@ -6,8 +6,8 @@
  * Measured reason (bench/sinks.ts bulk drain, --cpu-prof): MsgHdrsImpl.set() deletes then appends,
  * each listing and filtering every key so far (quadratic in the headers), builds the canonical
  * form of the name through an array and String.fromCharCode(...), compiles a fresh /[\r\n]/ per
- * value; encode() then joins the text and runs TextEncoder — 8 – 10 % of the relay's CPU for six
- * headers per event.
+ * value; encode() then joins the text and runs TextEncoder — 6.6 % of the relay's busy time
+ * (≈ 3.8 µs per event) for six headers per event.
  *
  * The bytes are MsgHdrsImpl's for the same headers set in the same order (exact-match names, as
  * set() without a match mode keeps them; values trimmed; the test compares the two), and the same
