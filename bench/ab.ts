@@ -3,7 +3,7 @@
  * one `npm run bench` drain (±10 % on this machine). Each round drains one slot per variant, in
  * alternating order; the figures are medians over the rounds.
  *
- *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka] [--rounds 5] [--rows 100000]
+ *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka|nats|rabbitmq] [--rounds 5] [--rows 100000]
  *                       [--a-node-args='--max-semi-space-size=16'] [--b-node-args=…]
  *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
  *                       [--live 30 [--live-rate 2000]]
@@ -15,7 +15,9 @@
  *
  * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
  * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
- * warmed by a first drain that is not counted.
+ * warmed by a first drain that is not counted; with --sink nats or rabbitmq, the bench's throwaway
+ * server of that sink (bench/sinks.ts), warmed the same way, every drain checked to have stored
+ * every event. The server's CPU per event is printed beside the relay's.
  */
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +32,7 @@ import { measureLive } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet } from './proc.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
+import { type BenchSink, BROKER_SINKS, type SinkName, startBenchSink } from './sinks.ts';
 import { type Dist, median, us } from './stats.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
 
@@ -50,7 +53,9 @@ const { values } = parseArgs({
   },
 });
 if (!values.a) throw new Error('--a <checkout> is required (e.g. a git worktree of the base commit)');
-if (values.sink !== 'stdout' && values.sink !== 'kafka') throw new Error('--sink must be stdout or kafka');
+const SINKS = ['stdout', 'kafka', ...BROKER_SINKS];
+if (!SINKS.includes(values.sink!)) throw new Error(`--sink must be one of ${SINKS.join(', ')}`);
+const brokerSink = BROKER_SINKS.includes(values.sink as SinkName) ? (values.sink as SinkName) : null;
 const rounds = Number(values.rounds);
 const rows = Number(values.rows);
 const liveSeconds = Number(values.live);
@@ -80,6 +85,7 @@ async function main() {
           heapMb: 1024,
         })
       : null;
+  const sink: BenchSink | null = brokerSink ? await startBenchSink(brokerSink) : null;
   try {
     await migrate(db, { schema: 'public', table: 'outbox', publication: 'outbox_pub' });
     const benchPid = (await db.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p;
@@ -87,21 +93,32 @@ async function main() {
       db,
       postmaster: postmasterPid(server.dataDir),
       exclude: [benchPid],
-      brokerPid: broker?.pidOf(1) ?? undefined,
+      brokerPid: broker?.pidOf(1) ?? sink?.brokerPid(),
     };
     const slots = ['warm'];
     for (let r = 0; r < rounds; r++) slots.push(`a_${r}`, `b_${r}`);
     await createSlots(db, slots);
     await insertBulk(db, 'Bulk', rows, 100);
     const end = await currentLsn(db);
-    const args = broker ? ['--kafka-brokers', broker.bootstrap.join(',')] : ['--sink', 'stdout'];
+    const args = broker
+      ? ['--kafka-brokers', broker.bootstrap.join(',')]
+      : (sink?.relayArgs ?? ['--sink', 'stdout']);
+    /** A drain; into a broker sink, checked to have stored every event (and the destination emptied). */
+    const drain = async (slot: string, extra: string[] = [], dir = variants.b, node?: string[]) => {
+      await db.query(`UPDATE outbox SET status = 'pending', published_at = NULL WHERE status <> 'pending'`);
+      await db.query('DELETE FROM outbox_relay_progress');
+      const d = await drainRelay(server.url, ctx, slot, end, [...args, ...extra], cli(dir), node);
+      const held = sink ? await sink.takeStored('Bulk') : rows;
+      if (held < rows) throw new Error(`${sink!.name} holds ${held} messages, expected ${rows}`);
+      return d;
+    };
     if (broker) {
       const admin = broker.client('ab').admin();
       await admin.connect();
       await createTopic(admin, 'outbox.event.Bulk');
       await admin.disconnect();
-      await drainRelay(server.url, ctx, 'warm', end, args, cli(variants.b));
     }
+    if (broker || sink) await drain('warm');
     await dropSlot(db, 'warm');
     if (broker && liveSeconds > 0) {
       await liveRounds(server.url, db, broker, args);
@@ -111,20 +128,11 @@ async function main() {
     for (let r = 0; r < rounds; r++) {
       const order: ('a' | 'b')[] = r % 2 ? ['b', 'a'] : ['a', 'b'];
       for (const v of order) {
-        await db.query('DELETE FROM outbox_relay_progress');
-        const d = await drainRelay(
-          server.url,
-          ctx,
-          `${v}_${r}`,
-          end,
-          [...args, ...relayArgs[v]],
-          cli(variants[v]),
-          nodeArgs[v],
-        );
+        const d = await drain(`${v}_${r}`, relayArgs[v], variants[v], nodeArgs[v]);
         await dropSlot(db, `${v}_${r}`);
         results[v].push(d);
         console.log(
-          `round ${r + 1} ${v}: ${Math.round(rows / d.seconds).toLocaleString('en')} events/s, relay ${us(d.cpuSeconds, rows).toFixed(1)} µs/event, peak RSS ${d.peakRssMb.toFixed(0)} MB`,
+          `round ${r + 1} ${v}: ${Math.round(rows / d.seconds).toLocaleString('en')} events/s, relay ${us(d.cpuSeconds, rows).toFixed(1)} µs/event${server_(d)}, peak RSS ${d.peakRssMb.toFixed(0)} MB`,
         );
       }
     }
@@ -132,15 +140,20 @@ async function main() {
     for (const v of ['a', 'b'] as const) {
       const ds = results[v];
       console.log(
-        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): ${Math.round(median(ds.map((d) => rows / d.seconds))).toLocaleString('en')} events/s, relay ${median(ds.map((d) => us(d.cpuSeconds, rows))).toFixed(2)} µs/event, peak RSS ${median(ds.map((d) => d.peakRssMb)).toFixed(0)} MB`,
+        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): ${Math.round(median(ds.map((d) => rows / d.seconds))).toLocaleString('en')} events/s, relay ${median(ds.map((d) => us(d.cpuSeconds, rows))).toFixed(2)} µs/event${ctx.brokerPid ? `, server ${median(ds.map((d) => us(d.brokerCpuSeconds, rows))).toFixed(2)} µs/event` : ''}, peak RSS ${median(ds.map((d) => d.peakRssMb)).toFixed(0)} MB`,
       );
     }
   } finally {
+    await sink?.stop();
     await broker?.destroy();
     await db.end();
     await server.stop();
   }
 }
+
+/** The server's CPU per event of a drain, when there is a server. */
+const server_ = (d: Drain) =>
+  Number.isNaN(d.brokerCpuSeconds) ? '' : `, server ${us(d.brokerCpuSeconds, rows).toFixed(1)} µs/event`;
 
 /** --live: interleaved live runs of a and b (one fresh slot and topic each), after an uncounted one. */
 async function liveRounds(

@@ -61,8 +61,9 @@ import {
   type SinkLive,
   type TxnRound,
 } from './report.ts';
-import { type BenchSink, startBenchSink } from './sinks.ts';
+import { type BenchSink, relayWindow, type SinkName, startBenchSink } from './sinks.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
+import type { TrivialProducer, TrivialRun } from './trivial-producers.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const PUBLICATION = 'outbox_pub';
@@ -197,7 +198,33 @@ async function main() {
       if (held < a.rows) throw new Error(`${s.name} holds ${held} messages of Bulk, expected ${a.rows}`);
       return d;
     };
-    for (const s of sinks) await sinkDrain(s, `b_${s.name}_warm`);
+    // Each broker's ceiling (bench/trivial-producers.ts): its trivial producer, the relay's message size,
+    // acknowledgement rule and window, into the same destination; one uncounted run first (a JVM's
+    // JIT, a fresh stream).
+    const trivialDrain = async (s: BenchSink, f: TrivialProducer): Promise<TrivialRun> => {
+      await s.takeStored('Bulk');
+      const brokerPid = s.brokerPid();
+      const cpu0 = cpuSeconds(f.pid);
+      const broker0 = brokerPid ? cpuSeconds(brokerPid) : Number.NaN;
+      const seconds = await f.run(a.rows);
+      const run = {
+        seconds,
+        cpuSeconds: cpuSeconds(f.pid) - cpu0,
+        brokerCpuSeconds: brokerPid ? cpuSeconds(brokerPid) - broker0 : Number.NaN,
+      };
+      const held = await s.takeStored('Bulk');
+      if (held < a.rows) throw new Error(`${f.label} left ${held} messages of ${a.rows} in ${s.name}`);
+      return run;
+    };
+    const producers = new Map<SinkName, TrivialProducer>();
+    for (const s of sinks) {
+      await sinkDrain(s, `b_${s.name}_warm`);
+      const f = await s.startTrivial(relayWindow(s.name));
+      cleanup.push(() => f.stop());
+      producers.set(s.name, f);
+      report.note(`${s.name}: ${f.label}`);
+      await trivialDrain(s, f);
+    }
     if (a.eos) await kafkaDrain('b_eos_warm', endBulk, 'outbox.event.Bulk', a.rows, EOS_ARGS);
     const bulk: BulkRound[] = [];
     const eosBulk: EosRound[] = [];
@@ -215,8 +242,15 @@ async function main() {
       const eos = eosFirst ?? (a.eos ? await eosDrain() : null);
       if (eos) eosBulk.push({ alo: kafka, eos });
       const bySink: BulkRound['sinks'] = {};
-      for (const s of sinks) bySink[s.name] = await sinkDrain(s, `b_${s.name}_${r}`);
-      bulk.push({ recv, stdout, kafka, sinks: bySink });
+      const byTrivial: BulkRound['trivial'] = {};
+      for (const s of sinks) {
+        // The relay and its broker's trivial producer, seconds apart, the order alternating by round.
+        const trivial = () => trivialDrain(s, producers.get(s.name)!);
+        const trivialFirst = r % 2 === 1 ? await trivial() : null;
+        bySink[s.name] = await sinkDrain(s, `b_${s.name}_${r}`);
+        byTrivial[s.name] = trivialFirst ?? (await trivial());
+      }
+      bulk.push({ recv, stdout, kafka, sinks: bySink, trivial: byTrivial });
     }
     report.bulk(a.rows, bulk, kafkaCold);
     if (a.eos) report.eosBulk(a.rows, eosBulk);

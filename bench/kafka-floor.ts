@@ -3,30 +3,13 @@
  * relay-shaped records at the live rate, acks=all, idempotent, linger.ms=0, on the same broker;
  * one process for every floors pass. Its JVM's JIT counts in the warm-up rule like the broker's.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { javaBinary, kafkaCacheDir, kafkaVersionFromEnv } from '../src/dev/local-kafka.ts';
+import { javaProgram } from './java-program.ts';
 
 const SOURCE = fileURLToPath(new URL('./KafkaFloor.java', import.meta.url));
-const CLASSES = fileURLToPath(new URL('../.tmp/kafka-floor-classes', import.meta.url));
-
-/**
- * The class path and main class: compiled once with javac beside java (each floors pass would
- * otherwise compile the source in its JVM, seconds of CPU on the shared cores, inside its
- * warm-up), or the source file itself when there is no javac.
- */
-function program(libs: string, java: string): string[] {
-  const javac = join(dirname(java), 'javac');
-  const compiled = join(CLASSES, 'KafkaFloor.class');
-  if (!existsSync(compiled) || statSync(compiled).mtimeMs < statSync(SOURCE).mtimeMs) {
-    mkdirSync(CLASSES, { recursive: true });
-    const r = spawnSync(existsSync(javac) ? javac : 'javac', ['-d', CLASSES, '-cp', join(libs, '*'), SOURCE]);
-    if (r.status !== 0) return ['-cp', join(libs, '*'), SOURCE];
-  }
-  return ['-cp', `${join(libs, '*')}:${CLASSES}`, 'KafkaFloor'];
-}
 
 /** One acked record: when it was sent (ms since the epoch) and its send → ack (ms). */
 export type FloorSend = { at: number; ms: number };
@@ -54,7 +37,14 @@ export function startKafkaFloor(
   const java = javaBinary();
   const child = spawn(
     java,
-    ['-Xmx256m', ...program(libs, java), bootstrap.join(','), topic, String(rate), String(valueBytes)],
+    [
+      '-Xmx256m',
+      ...javaProgram(SOURCE, libs, java),
+      bootstrap.join(','),
+      topic,
+      String(rate),
+      String(valueBytes),
+    ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
   let out = '';

@@ -12,6 +12,7 @@ import type { PgCpu } from './pg-cpu.ts';
 import type { Drain } from './relay.ts';
 import type { SinkName } from './sinks.ts';
 import { type Dist, median, medianAndWorst, overFloor, round, us } from './stats.ts';
+import type { TrivialRun } from './trivial-producers.ts';
 
 type Value = string | number | boolean | null | object;
 
@@ -32,12 +33,16 @@ function pgSplit(pg: PgCpu, events: number): string {
 export type LiveRun = { relay: LiveResult; relayCpu: number; floor: FloorResult; floorFirst: boolean };
 
 type RecvDrain = { seconds: number; pg: PgCpu };
-/** `sinks`: the broker sinks' drains of the round (NATS JetStream, RabbitMQ), beside Kafka's. */
+/**
+ * `sinks`: the broker sinks' drains of the round (NATS JetStream, RabbitMQ), beside Kafka's;
+ * `trivial`: each one's trivial producer (bench/trivial-producers.ts), the same count, same round.
+ */
 export type BulkRound = {
   recv: RecvDrain;
   stdout: Drain;
   kafka: Drain;
   sinks: Partial<Record<SinkName, Drain>>;
+  trivial: Partial<Record<SinkName, TrivialRun>>;
 };
 /** A broker sink's live run (bench/sinks.ts says what its ack time is). */
 export type SinkLive = { name: SinkName; live: LiveResult; relayCpu: number };
@@ -45,6 +50,10 @@ export type SinkLive = { name: SinkName; live: LiveResult; relayCpu: number };
 const SINK_LABEL: Record<SinkName, string> = {
   nats: 'relay → NATS JetStream (PubAck)',
   rabbitmq: 'relay → RabbitMQ (publisher confirms)',
+};
+const TRIVIAL_LABEL: Record<SinkName, string> = {
+  nats: 'trivial NATS publisher (nats.js, PubAck; no database)',
+  rabbitmq: 'trivial RabbitMQ producer (Java, confirms; no database)',
 };
 const SINK_ACK: Record<SinkName, string> = {
   nats: "stream message timestamp (the server's, at store, before the PubAck)",
@@ -128,6 +137,11 @@ export class Report {
     const sinks = (Object.keys(rounds[0]?.sinks ?? {}) as SinkName[]).map((name) => ({
       name,
       drain: medianDrain(rounds.map((r) => r.sinks[name]!)),
+      trivial: rounds[0]?.trivial[name] ? medianDrain(rounds.map((r) => r.trivial[name]!)) : null,
+      // The relay ÷ its broker's trivial producer, per round (seconds apart), then the median.
+      vsTrivial: rounds[0]?.trivial[name]
+        ? median(rounds.map((r) => r.trivial[name]!.seconds / r.sinks[name]!.seconds))
+        : Number.NaN,
     }));
     const rRecv = rows / recv.seconds;
     const rStdout = rows / stdout.seconds;
@@ -183,14 +197,29 @@ export class Report {
           `${kafka.peakRssMb.toFixed(0)} MB`,
           pgSplit(kafka.pg, rows),
         ],
-        ...sinks.map(({ name, drain: d }) => [
-          SINK_LABEL[name],
-          fmtInt(rows / d.seconds),
-          d.seconds.toFixed(2),
-          `${((rows / d.seconds / rRecv) * 100).toFixed(0)} %`,
-          `${us(d.cpuSeconds, rows).toFixed(1)} µs`,
-          `${d.peakRssMb.toFixed(0)} MB`,
-          pgSplit(d.pg, rows),
+        ...sinks.flatMap(({ name, drain: d, trivial: t }) => [
+          [
+            SINK_LABEL[name],
+            fmtInt(rows / d.seconds),
+            d.seconds.toFixed(2),
+            `${((rows / d.seconds / rRecv) * 100).toFixed(0)} %`,
+            `${us(d.cpuSeconds, rows).toFixed(1)} µs`,
+            `${d.peakRssMb.toFixed(0)} MB`,
+            pgSplit(d.pg, rows),
+          ],
+          ...(t
+            ? [
+                [
+                  TRIVIAL_LABEL[name],
+                  fmtInt(rows / t.seconds),
+                  t.seconds.toFixed(2),
+                  `${((rows / t.seconds / rRecv) * 100).toFixed(0)} %`,
+                  `${us(t.cpuSeconds, rows).toFixed(1)} µs (producer)`,
+                  '—',
+                  '—',
+                ],
+              ]
+            : []),
         ]),
       ],
     );
@@ -202,6 +231,20 @@ export class Report {
             ', ',
           )}; Kafka ${us(kafka.brokerCpuSeconds, rows).toFixed(1)} µs. Each sink's first drain into its fresh server ran before the rounds and is not counted.`,
       );
+    for (const { name, trivial: t, vsTrivial, drain: d } of sinks)
+      if (t)
+        console.log(
+          `\n${name}: the relay drains at ${vsTrivial.toFixed(2)} × its broker's trivial producer (median of the rounds' own ratios; ${fmtInt(rows / t.seconds)} vs ${fmtInt(rows / d.seconds)} events/s in the median runs); the server spent ${us(t.brokerCpuSeconds, rows).toFixed(1)} µs/event under the trivial producer, ${us(d.brokerCpuSeconds, rows).toFixed(1)} under the relay. The trivial producer: the relay's message size and headers, acknowledgement rule and in-flight window, no database, no per-key order; one uncounted run before the rounds.`,
+        );
+    for (const { name, trivial: t, vsTrivial } of sinks)
+      if (t)
+        Object.assign(this.#json, {
+          [`${name}_trivial_bulk_events_per_s`]: Math.round(rows / t.seconds),
+          [`${name}_trivial_vs_recvlogical_bulk`]: ratio(rows / t.seconds / rRecv),
+          [`${name}_vs_trivial_bulk`]: ratio(vsTrivial),
+          [`${name}_trivial_cpu_us_per_event`]: round(us(t.cpuSeconds, rows)),
+          [`${name}_trivial_broker_cpu_us_per_event`]: round(us(t.brokerCpuSeconds, rows)),
+        });
     for (const { name, drain: d } of sinks)
       Object.assign(this.#json, {
         [`${name}_bulk_events_per_s`]: Math.round(rows / d.seconds),
@@ -222,7 +265,11 @@ export class Report {
     console.log(
       `\nRounds (events/s): ${roundsLine(
         rows,
-        rounds.map(({ sinks, ...r }) => ({ ...r, ...(sinks as Record<string, Drain>) })),
+        rounds.map(({ sinks, trivial, ...r }) => ({
+          ...r,
+          ...(sinks as Record<string, Drain>),
+          ...Object.fromEntries(Object.entries(trivial).map(([n, t]) => [`${n} trivial`, t])),
+        })),
       )}`,
     );
     Object.assign(this.#json, {
@@ -252,6 +299,9 @@ export class Report {
         stdout: Math.round(rows / r.stdout.seconds),
         kafka: Math.round(rows / r.kafka.seconds),
         ...Object.fromEntries(Object.entries(r.sinks).map(([n, d]) => [n, Math.round(rows / d.seconds)])),
+        ...Object.fromEntries(
+          Object.entries(r.trivial).map(([n, t]) => [`${n}_trivial`, Math.round(rows / t.seconds)]),
+        ),
       })),
     });
   }

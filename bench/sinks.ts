@@ -16,9 +16,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
+import { OPTIONS } from '../src/config/options.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
 import type { LiveReader } from './live.ts';
+import { startNatsTrivial, startRabbitTrivial, type TrivialProducer } from './trivial-producers.ts';
 
 export type SinkName = 'nats' | 'rabbitmq';
 export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
@@ -32,7 +34,19 @@ export interface BenchSink {
   /** Messages of aggregate type `type` stored since the last call (each call empties the destination). */
   takeStored(type: string): Promise<number>;
   liveReader(type: string): LiveReader;
+  /** The broker's trivial producer (bench/trivial-producers.ts) into the Bulk destination, `window` in flight. */
+  startTrivial(window: number): Promise<TrivialProducer>;
   stop(): Promise<void>;
+}
+
+/** The relay's in-flight window for a sink: its flag in BENCH_RELAY_ARGS, else the option's default. */
+export function relayWindow(name: SinkName): number {
+  const spec = OPTIONS.find(
+    (o) => o.key === (name === 'nats' ? 'natsMaxPending' : 'rabbitmqMaxUnconfirmed'),
+  )!;
+  const args = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
+  const i = args.indexOf(`--${spec.flag}`);
+  return i >= 0 ? Number(args[i + 1]) : Number(spec.default);
 }
 
 const STREAM = 'OUTBOX';
@@ -86,6 +100,7 @@ async function natsSink(): Promise<BenchSink> {
         stop: () => stop(),
       };
     },
+    startTrivial: (window) => startNatsTrivial(server.url, subject('Bulk'), window),
     stop: () => server.stop(),
   };
 }
@@ -136,6 +151,7 @@ async function rabbitSink(): Promise<BenchSink> {
         },
       };
     },
+    startTrivial: (window) => startRabbitTrivial(server.url, 'outbox', subject('Bulk'), window),
     stop: () => server.stop(),
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sendInLanes } from './key-lanes.ts';
+import { type LaneDone, sendInLanes } from './key-lanes.ts';
 
 interface Item {
   key: string;
@@ -16,22 +16,20 @@ function broker(seed: number, fail?: (i: Item) => boolean) {
   let inFlight = 0;
   let maxInFlight = 0;
   let overlapPerKey = 0;
-  const send = (i: Item) => {
+  const send = (i: Item, done: LaneDone) => {
     started.push(i);
     if (inFlightKeys.has(i.key)) overlapPerKey++;
     inFlightKeys.add(i.key);
     maxInFlight = Math.max(maxInFlight, ++inFlight);
-    return new Promise<void>((resolve, reject) =>
-      setTimeout(() => {
-        inFlight--;
-        inFlightKeys.delete(i.key);
-        if (fail?.(i)) reject(new Error(`refused ${i.key}#${i.n}`));
-        else {
-          acked.push(i);
-          resolve();
-        }
-      }, rand()),
-    );
+    setTimeout(() => {
+      inFlight--;
+      inFlightKeys.delete(i.key);
+      if (fail?.(i)) done(new Error(`refused ${i.key}#${i.n}`));
+      else {
+        acked.push(i);
+        done();
+      }
+    }, rand());
   };
   return { send, started, acked, stats: () => ({ maxInFlight, overlapPerKey }) };
 }
@@ -70,14 +68,37 @@ describe('sendInLanes', () => {
   });
 
   it('turns a synchronous throw into that item’s failure', async () => {
-    const failures = await sendInLanes([1, 2], String, 2, (n) => {
+    const failures = await sendInLanes([1, 2], String, 2, (n, done) => {
       if (n === 2) throw new Error('bad header');
-      return Promise.resolve();
+      setTimeout(() => done(), 1);
     });
     expect(failures.map((f) => [f.index, (f.error as Error).message])).toEqual([[1, 'bad header']]);
   });
 
+  it('takes a done called at once (within send), and counts a second call of it once', async () => {
+    const sent: number[] = [];
+    const failures = await sendInLanes(
+      [1, 2, 3, 4, 5],
+      (n) => String(n % 2),
+      2,
+      (n, done) => {
+        sent.push(n);
+        done();
+        done(new Error('late'));
+      },
+    );
+    expect(failures).toEqual([]);
+    expect(sent.sort()).toEqual([1, 2, 3, 4, 5]);
+    const failed = await sendInLanes(
+      [1, 2, 3],
+      () => 'k',
+      3,
+      (n, done) => done(n === 2 ? new Error('no') : undefined),
+    );
+    expect(failed.map((f) => f.index)).toEqual([1]);
+  });
+
   it('resolves at once for an empty batch', async () => {
-    expect(await sendInLanes([], String, 1, () => Promise.resolve())).toEqual([]);
+    expect(await sendInLanes([], String, 1, (_, done) => done())).toEqual([]);
   });
 });

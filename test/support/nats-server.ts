@@ -8,7 +8,7 @@
  * URL stays valid. If something else took the port meanwhile, the restart fails loudly.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
@@ -148,6 +148,22 @@ export class ThrowawayNats {
 
   freeze(): void {
     this.#child?.kill('SIGSTOP');
+  }
+
+  /**
+   * Resolves once every thread of the frozen server is stopped (state T in /proc): SIGSTOP reaches
+   * a busy process's threads a moment after kill() returns, and on a loaded machine a publish sent
+   * at once was still answered.
+   */
+  async frozen(): Promise<void> {
+    const pid = this.#child?.pid;
+    if (!pid) return;
+    const stopped = () =>
+      readdirSync(`/proc/${pid}/task`).every((t) => {
+        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(') ') + 2).startsWith('T');
+      });
+    for (let i = 0; i < 200 && !stopped(); i++) await new Promise((r) => setTimeout(r, 10));
   }
 
   thaw(): void {

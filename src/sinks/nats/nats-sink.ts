@@ -1,11 +1,12 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import { connect, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
+import { headerBlock } from './header-block.ts';
 import { classifyNatsError, NatsSinkError } from './nats-errors.ts';
 import { PubAcks } from './pub-acks.ts';
 import {
@@ -163,11 +164,15 @@ export class NatsSink implements Sink {
       batch,
       (m) => `${m.topic}\u0000${m.key}`,
       this.#c.natsMaxPending,
-      async (m) => {
-        const ack = await acks.publish(m.topic, m.value ?? EMPTY, toHeaders(m));
-        if (!ack.stream) throw new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`);
-        if (ack.duplicate) this.duplicateAcks++;
-      },
+      (m, done) =>
+        acks.send(m.topic, m.value ?? EMPTY, toHeaders(m), (e, ack) => {
+          if (e) done(e);
+          else if (!ack!.stream) done(new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`));
+          else {
+            if (ack!.duplicate) this.duplicateAcks++;
+            done();
+          }
+        }),
     );
     if (failures.length === 0) return;
     const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
@@ -253,26 +258,12 @@ function msgId(m: OutboundMessage): string {
   return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
 }
 
-/**
- * Rows are hostile input: a row header named like a JetStream control header (Nats-Rollup purges
- * a subject, Nats-Expected-* makes every publish fail, Nats-Msg-Id defeats deduplication) is the
- * event's permanent INVALID_MESSAGE, never passed on.
- */
-const RESERVED_HEADER = /^nats-/i;
-
 const EMPTY = new Uint8Array(0);
 
 /** The row's headers, then Nats-Msg-Id (as jetstream.publish's msgID option sets it). */
-function toHeaders(m: OutboundMessage) {
+function toHeaders(m: OutboundMessage): MsgHdrs {
   try {
-    const h = natsHeaders();
-    for (const k in m.headers) {
-      if (RESERVED_HEADER.test(k))
-        throw new Error(`header ${JSON.stringify(k)} is reserved by NATS JetStream`);
-      h.set(k, m.headers[k]!);
-    }
-    h.set('Nats-Msg-Id', msgId(m));
-    return h;
+    return headerBlock(m.headers, msgId(m));
   } catch (e) {
     throw new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${(e as Error).message}`, {
       cause: e,

@@ -102,6 +102,7 @@ describe('PubAcks', () => {
   it('a server that does not answer: TimeoutError (transient) after the timeout, and the next publish works', async () => {
     const quick = new PubAcks(nc, 300);
     server.freeze();
+    await server.frozen();
     try {
       const t0 = Date.now();
       expect(await outcome(quick.publish('pa.ok', new Uint8Array(1), msgId('t1')))).toMatchObject({

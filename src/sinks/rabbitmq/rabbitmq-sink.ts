@@ -3,7 +3,7 @@ import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
-import { sendInLanes } from '../key-lanes.ts';
+import { type LaneDone, sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
 import { warnClassicQueues } from './management.ts';
 import { classifyRabbitMqError, RabbitMqSinkError } from './rabbitmq-errors.ts';
@@ -24,7 +24,18 @@ interface Link {
   /** Why the server closed the channel or the connection, once it did. */
   closed: (Error & { channelLevel?: boolean }) | null;
   /** Messages awaiting their confirm, by message id: a basic.return marks the first unreturned one. */
-  waiting: Map<string, { returned: Message | null }[]>;
+  waiting: Map<string, Waiting[]>;
+  /** Every message awaiting its confirm, for the timeout sweep. */
+  unconfirmed: Set<Waiting>;
+  /** Fails what waits past --rabbitmq-timeout-ms (one timer per link, not one per message). */
+  sweep: NodeJS.Timeout | null;
+}
+
+interface Waiting {
+  returned: Message | null;
+  deadline: number;
+  /** The confirm never came in time: this message fails with `e` (the link is abandoned). */
+  expire: (e: RabbitMqSinkError) => void;
 }
 
 /**
@@ -98,7 +109,14 @@ export class RabbitMqSink implements Sink {
           void conn.close().catch(() => {});
           throw e;
         });
-        const link: Link = { conn, ch, closed: null, waiting: new Map() };
+        const link: Link = {
+          conn,
+          ch,
+          closed: null,
+          waiting: new Map(),
+          unconfirmed: new Set(),
+          sweep: null,
+        };
         const closedBy = (channelLevel: boolean) => (e: Error) => {
           link.closed ??= Object.assign(e, { channelLevel });
           this.#log.warn({ err: e.message }, `RabbitMQ ${channelLevel ? 'channel' : 'connection'} closed`);
@@ -174,7 +192,7 @@ export class RabbitMqSink implements Sink {
       batch.map((m, i) => ({ m, exchange: exchanges[i]! })),
       ({ m, exchange }) => `${exchange}\u0000${m.topic}\u0000${m.key}`,
       this.#c.rabbitmqMaxUnconfirmed,
-      ({ m, exchange }) => this.#sendOne(link, exchange, m),
+      ({ m, exchange }, done) => this.#sendOne(link, exchange, m, done),
     );
     if (failures.length === 0) return;
     const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
@@ -183,72 +201,95 @@ export class RabbitMqSink implements Sink {
     throw first.error;
   }
 
-  #sendOne(link: Link, exchange: string, m: OutboundMessage): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      if (link.closed) {
-        reject(new RabbitMqSinkError('CHANNEL_CLOSED', link.closed.message, { cause: link.closed }));
-        return;
-      }
-      const id = m.event.eventId;
-      const entry = { returned: null as Message | null };
-      let list = link.waiting.get(id);
-      if (!list) link.waiting.set(id, (list = []));
-      list.push(entry);
-      const done = () => {
-        clearTimeout(timer);
-        list.splice(list.indexOf(entry), 1);
-        if (list.length === 0) link.waiting.delete(id);
-      };
-      const timer = setTimeout(() => {
-        done();
-        const e = new RabbitMqSinkError(
-          'CONFIRM_TIMEOUT',
-          `no publisher confirm within ${this.#c.rabbitmqTimeoutMs} ms`,
-        );
-        this.#abandon(link, e);
-        reject(e);
-      }, this.#c.rabbitmqTimeoutMs);
-      try {
-        link.ch.publish(
-          exchange,
-          m.topic,
-          m.value ?? Buffer.alloc(0),
-          {
-            persistent: true,
-            mandatory: true,
-            messageId: id,
-            contentType: m.event.contentType,
-            type: m.event.eventType,
-            timestamp: Math.floor(m.timestamp / 1000),
-            headers: m.headers,
-          },
-          (err: unknown) => {
-            done();
-            if (err) {
-              const nacked = (err as Error).message === 'message nacked';
-              reject(
-                nacked
-                  ? new RabbitMqSinkError('NACKED', `the broker nacked event ${id}`)
-                  : new RabbitMqSinkError('CHANNEL_CLOSED', link.closed?.message ?? String(err), {
-                      cause: link.closed ?? err,
-                    }),
-              );
-            } else if (entry.returned) {
-              const f = entry.returned.fields as unknown as { replyCode?: number; replyText?: string };
-              reject(
-                new RabbitMqSinkError(
-                  'UNROUTABLE',
-                  `no queue bound to exchange ${JSON.stringify(exchange)} takes routing key ${JSON.stringify(m.topic)} (${f.replyCode ?? 312} ${f.replyText ?? 'NO_ROUTE'}): bind a queue, or fix --rabbitmq-exchange / --topic-template`,
-                ),
-              );
-            } else resolve();
-          },
-        );
-      } catch (e) {
-        done();
-        reject(e);
-      }
-    });
+  /**
+   * Publishes one message; `done` once it is confirmed and not returned, or with why not. No
+   * confirm within --rabbitmq-timeout-ms: the link is abandoned (its other messages fail with it).
+   */
+  #sendOne(link: Link, exchange: string, m: OutboundMessage, done: LaneDone): void {
+    if (link.closed) {
+      done(new RabbitMqSinkError('CHANNEL_CLOSED', link.closed.message, { cause: link.closed }));
+      return;
+    }
+    const id = m.event.eventId;
+    const timeoutMs = this.#c.rabbitmqTimeoutMs;
+    let list = link.waiting.get(id);
+    if (!list) link.waiting.set(id, (list = []));
+    const entry: Waiting = { returned: null, deadline: Date.now() + timeoutMs, expire: () => {} };
+    list.push(entry);
+    link.unconfirmed.add(entry);
+    const settle = () => {
+      link.unconfirmed.delete(entry);
+      list.splice(list.indexOf(entry), 1);
+      if (list.length === 0) link.waiting.delete(id);
+    };
+    entry.expire = (e) => {
+      settle();
+      done(e);
+    };
+    link.sweep ??= setInterval(() => this.#expire(link), Math.min(250, timeoutMs / 4));
+    try {
+      link.ch.publish(
+        exchange,
+        m.topic,
+        m.value ?? EMPTY,
+        {
+          persistent: true,
+          mandatory: true,
+          messageId: id,
+          contentType: m.event.contentType,
+          type: m.event.eventType,
+          timestamp: Math.floor(m.timestamp / 1000),
+          headers: m.headers,
+        },
+        (err: unknown) => {
+          if (!link.unconfirmed.has(entry)) return; // expired already
+          settle();
+          if (err) {
+            const nacked = (err as Error).message === 'message nacked';
+            done(
+              nacked
+                ? new RabbitMqSinkError('NACKED', `the broker nacked event ${id}`)
+                : new RabbitMqSinkError('CHANNEL_CLOSED', link.closed?.message ?? String(err), {
+                    cause: link.closed ?? err,
+                  }),
+            );
+          } else if (entry.returned) {
+            const f = entry.returned.fields as unknown as { replyCode?: number; replyText?: string };
+            done(
+              new RabbitMqSinkError(
+                'UNROUTABLE',
+                `no queue bound to exchange ${JSON.stringify(exchange)} takes routing key ${JSON.stringify(m.topic)} (${f.replyCode ?? 312} ${f.replyText ?? 'NO_ROUTE'}): bind a queue, or fix --rabbitmq-exchange / --topic-template`,
+              ),
+            );
+          } else done();
+        },
+      );
+    } catch (e) {
+      settle();
+      done(e);
+    }
+  }
+
+  /**
+   * The sweep: a message past its deadline fails with CONFIRM_TIMEOUT and the link is dropped (the
+   * others then fail as the channel closes, or at their own deadlines: the sweep runs on while
+   * anything waits, as each message's own timer did).
+   */
+  #expire(link: Link): void {
+    const now = Date.now();
+    let late: Waiting[] | null = null;
+    for (const w of link.unconfirmed) if (w.deadline <= now) (late ??= []).push(w);
+    if (late) {
+      const e = new RabbitMqSinkError(
+        'CONFIRM_TIMEOUT',
+        `no publisher confirm within ${this.#c.rabbitmqTimeoutMs} ms`,
+      );
+      this.#abandon(link, e);
+      for (const w of late) w.expire(e);
+    } else if (link.unconfirmed.size === 0 && link.sweep) {
+      clearInterval(link.sweep);
+      link.sweep = null;
+    }
   }
 
   classify(e: unknown): Classified {
@@ -265,8 +306,11 @@ export class RabbitMqSink implements Sink {
     const link = this.#link;
     this.#link = null;
     await link?.conn.close().catch(() => {});
+    if (link?.sweep) clearInterval(link.sweep);
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** The exchange of an event: --rabbitmq-exchange with {aggregate_type} and {event_type} filled in. */
 export function exchangeFor(template: string, m: Pick<OutboundMessage, 'event'>): string {
