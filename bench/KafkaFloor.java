@@ -59,12 +59,15 @@ public class KafkaFloor {
     out.println("ready");
     out.flush();
     for (String cmd = commands.take(); !cmd.equals("eof"); cmd = commands.take()) {
-      if (!cmd.equals("start")) continue;
+      // "start" paces at the rate given at launch; "start RATE" at RATE (the rate the relay's
+      // pass achieved: a floor at a heavier load than the relay carried is no floor).
+      if (!cmd.equals("start") && !cmd.startsWith("start ")) continue;
+      long pace = cmd.equals("start") ? interval : (long) (1e9 / Double.parseDouble(cmd.substring(6)));
       long originMs = System.currentTimeMillis();
       long start = System.nanoTime();
       int n = 0;
       for (; commands.isEmpty() && n < cap; n++) {
-        long wait = start + n * interval - System.nanoTime();
+        long wait = start + n * pace - System.nanoTime();
         if (wait > 50_000) LockSupport.parkNanos(wait);
         byte[] key = ("agg-" + (n % 1000)).getBytes(StandardCharsets.UTF_8);
         byte[] value = new byte[valueBytes];

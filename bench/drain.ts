@@ -337,6 +337,7 @@ async function main() {
       });
       cleanup.push(() => floors.stop());
       const runs: LiveRun[] = [];
+      let achieved = a.liveRate;
       for (let i = 0; i < a.liveRuns; i++) {
         const floorFirst = i % 2 === 1;
         const relayPass = async () => {
@@ -353,10 +354,13 @@ async function main() {
           );
           return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
         };
-        const kafkaFirst = floorFirst ? await floors.kafkaPass() : undefined;
+        // The Kafka floor at the rate the relay's writer achieved: this run's when it comes after
+        // the relay's pass, the previous run's (the asked rate for the first) when before.
+        const kafkaFirst = floorFirst ? await floors.kafkaPass(achieved) : undefined;
         const r = await relayPass();
+        achieved = Math.min(a.liveRate, r.live.achievedRate);
         const pgFloor = await floors.pgFloor(i, r.live.events);
-        const kafkaFloor = kafkaFirst ?? (await floors.kafkaPass());
+        const kafkaFloor = kafkaFirst ?? (await floors.kafkaPass(achieved));
         runs.push({ relay: r.live, relayCpu: r.cpu, floor: { ...pgFloor, ...kafkaFloor }, floorFirst });
         report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
       }

@@ -122,12 +122,17 @@ export class Floors {
     return pgFloorOf(received, events);
   }
 
-  /** The Kafka floor's pass: the producer sends at the rate through a warm-up, then `seconds` measured. */
-  async kafkaPass(): Promise<KafkaFloor> {
+  /**
+   * The Kafka floor's pass: the producer sends through a warm-up, then `seconds` measured, at
+   * `rate` — the rate the relay's pass achieved (its writer's), not the one asked: on a loaded
+   * machine the writer may reach a tenth of it, and a floor sending ten times the relay's load
+   * measured the broker's queueing, not a floor.
+   */
+  async kafkaPass(rate?: number): Promise<KafkaFloor> {
     const now = () => performance.timeOrigin + performance.now();
     const o = this.#o;
     const settled = jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean));
-    this.#producer.begin();
+    this.#producer.begin(rate);
     const start = performance.now();
     let warmupSeconds = 0;
     // The relay pass's rule (paceWriter), asked every second from the start.

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { javaBinary, kafkaCacheDir, kafkaVersionFromEnv } from '../src/dev/local-kafka.ts';
 import { javaProgram } from './java-program.ts';
+import { watchChild } from './proc.ts';
 
 const SOURCE = fileURLToPath(new URL('./KafkaFloor.java', import.meta.url));
 
@@ -19,7 +20,8 @@ export type KafkaFloorProcess = {
   /** Resolves once the producer is built (its first pass fetches the topic's metadata). */
   ready: Promise<void>;
   /** Starts a pass: sends paced at the rate from now on. */
-  begin: () => void;
+  /** Starts a pass, paced at `rate` (events/s; absent: the rate given at launch). */
+  begin: (rate?: number) => void;
   /** Ends the pass: every acked record of it, once flushed. */
   end: () => Promise<FloorSend[]>;
   /** Closes its stdin: it closes the producer and exits. */
@@ -47,44 +49,32 @@ export function startKafkaFloor(
     ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => {
-    if (err.length < 100_000) err += d.toString();
-  });
-  let code: number | null | undefined;
-  const exited = new Promise<void>((r) =>
-    child.on('exit', (c) => {
-      code = c;
-      r();
-    }),
-  );
+  const w = watchChild(child);
   const until = async (what: string, ok: () => boolean) => {
     while (!ok()) {
-      if (code !== undefined)
-        throw new Error(`KafkaFloor.java exited ${code} before ${what}:\n${err.slice(-3000)}`);
+      if (w.code !== undefined)
+        throw new Error(`KafkaFloor.java exited ${w.code} before ${what}:\n${w.err.slice(-3000)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  const ready = until('starting', () => out.startsWith('ready\n')).then(() => {
-    out = '';
+  const ready = until('starting', () => w.out.startsWith('ready\n')).then(() => {
+    w.out = '';
   });
   ready.catch(() => {});
   return {
     pid: child.pid!,
     ready,
-    begin: () => child.stdin!.write('start\n'),
+    begin: (rate) => child.stdin!.write(rate ? `start ${rate.toFixed(1)}\n` : 'start\n'),
     end: async () => {
       child.stdin!.write('stop\n');
-      await until('the end of a pass', () => out.endsWith('end\n'));
-      const report = out;
-      out = '';
+      await until('the end of a pass', () => w.out.endsWith('end\n'));
+      const report = w.out;
+      w.out = '';
       return parseFloorLines(report);
     },
     stop: async () => {
       child.stdin!.end();
-      await exited;
+      await w.exited;
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 /** Process accounting from /proc (Linux): CPU seconds, peak RSS, a process's children. */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -122,4 +123,29 @@ export function jitQuiet(pids: number[], share = 0.05, calls = 3): () => boolean
     at = now;
     return quiet >= calls;
   };
+}
+
+/** A driven child process's output and exit, watched: stdout kept whole (the caller consumes it), stderr's first 100 kB. */
+export interface WatchedChild {
+  out: string;
+  err: string;
+  /** The exit code once it exited (null: killed by a signal); undefined while it runs. */
+  code: number | null | undefined;
+  readonly exited: Promise<void>;
+}
+
+export function watchChild(child: ChildProcess): WatchedChild {
+  let exit!: () => void;
+  const w: WatchedChild = { out: '', err: '', code: undefined, exited: new Promise<void>((r) => (exit = r)) };
+  child.stdout!.on('data', (d: Buffer) => {
+    w.out += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    if (w.err.length < 100_000) w.err += d.toString();
+  });
+  child.on('exit', (c) => {
+    w.code = c;
+    exit();
+  });
+  return w;
 }

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { javaBinary } from '../src/dev/local-kafka.ts';
 import { javaProgram } from './java-program.ts';
+import { watchChild } from './proc.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const AMQP_CLIENT_VERSION = '5.37.1';
@@ -99,53 +100,41 @@ export function startNatsTrivial(url: string, subject: string, window: number) {
 
 /** The line protocol both speak: "ready", then "run N" → "done <seconds>" | "failed <why>". */
 async function producerProcess(child: ChildProcess, label: string): Promise<TrivialProducer> {
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => {
-    if (err.length < 100_000) err += d.toString();
-  });
-  let code: number | null | undefined;
-  const exited = new Promise<void>((r) =>
-    child.on('exit', (c) => {
-      code = c;
-      r();
-    }),
-  );
+  const w = watchChild(child);
   /** The next line of stdout (within 15 minutes). */
   const line = async (what: string): Promise<string> => {
     const deadline = Date.now() + 900_000;
     for (;;) {
-      const nl = out.indexOf('\n');
+      const nl = w.out.indexOf('\n');
       if (nl >= 0) {
-        const l = out.slice(0, nl);
-        out = out.slice(nl + 1);
+        const l = w.out.slice(0, nl);
+        w.out = w.out.slice(nl + 1);
         return l;
       }
-      if (code !== undefined || Date.now() > deadline) {
+      if (w.code !== undefined || Date.now() > deadline) {
         child.kill('SIGKILL');
         throw new Error(
-          `${label} ${code !== undefined ? `exited ${code}` : 'hung'} before ${what}:\n${err.slice(-3000)}`,
+          `${label} ${w.code !== undefined ? `exited ${w.code}` : 'hung'} before ${what}:\n${w.err.slice(-3000)}`,
         );
       }
       await new Promise((r) => setTimeout(r, 10));
     }
   };
   const first = await line('starting');
-  if (first !== 'ready') throw new Error(`${label}: expected "ready", got "${first}"\n${err.slice(-3000)}`);
+  if (first !== 'ready') throw new Error(`${label}: expected "ready", got "${first}"\n${w.err.slice(-3000)}`);
   return {
     pid: child.pid!,
     label,
     async run(n) {
       child.stdin!.write(`run ${n}\n`);
       const l = await line('the end of a run');
-      if (!l.startsWith('done ')) throw new Error(`${label}: ${l}\n${err.slice(-3000)}`);
+      if (!l.startsWith('done ')) throw new Error(`${label}: ${l}\n${w.err.slice(-3000)}`);
       return Number(l.slice(5));
     },
     async stop() {
       child.stdin!.end();
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-      if (code === undefined) child.kill('SIGKILL');
+      await Promise.race([w.exited, new Promise((r) => setTimeout(r, 5000))]);
+      if (w.code === undefined) child.kill('SIGKILL');
     },
   };
 }

@@ -7,13 +7,13 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../support/browser.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, type RelayProcess, ROOT, spawnRelayWithHttp } from '../support/relay.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'console-test-token-0123456789abcdef';
 const SHOTS = join(ROOT, process.env.UPDATE_SCREENSHOTS ? 'docs/console' : '.tmp/console-screenshots');
 
@@ -77,18 +77,7 @@ beforeAll(async () => {
   ]);
   relay = r.relay;
   base = `http://127.0.0.1:${r.port}`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 }, 180_000);
 
 afterAll(async () => {

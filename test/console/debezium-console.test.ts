@@ -12,16 +12,16 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operatorEventsOf, resolveEvents } from '../../src/ops/events.ts';
 import { OpsInputError } from '../../src/ops/input-error.ts';
+import { launchChromium } from '../support/browser.ts';
 import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { type RelayProcess, slotOf, spawnCli, spawnRelayWithHttp, testConfig } from '../support/relay.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'debezium-console-token-0123456789abcdef';
 
 const db = useTestDatabase();
@@ -96,16 +96,7 @@ beforeAll(async () => {
   relay = r.relay;
   base = `http://127.0.0.1:${r.port}`;
   get = r.get;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 }, 180_000);
 
 afterAll(async () => {
