@@ -133,15 +133,22 @@ export function keepWriting(
   };
 }
 
-/** Every row settled (none pending), bounded by 120 s. */
+/**
+ * Every row settled (none pending): bounded by progress — fails after 120 s in which the pending
+ * count did not change (a wedge), not after 120 s in all (a busy machine after a broker restart).
+ */
 export async function settled(db: TestDatabase): Promise<void> {
-  await waitFor(
-    async () =>
-      (
-        await db.query<{ n: string }>(
-          `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
-        )
-      )[0]!.n === '0',
-    { timeoutMs: 120_000, intervalMs: 300, message: 'no row pending' },
-  );
+  const pending = async () =>
+    (
+      await db.query<{ n: string }>(
+        `SELECT count(*)::text AS n FROM outbox_with_status WHERE status = 'pending'`,
+      )
+    )[0]!.n;
+  await waitFor(async () => (await pending()) === '0', {
+    timeoutMs: 120_000,
+    intervalMs: 300,
+    message: async () => `no row pending (${await pending()} pending)`,
+    progress: pending,
+    capMs: 600_000,
+  });
 }
