@@ -4,12 +4,11 @@
  * Kafka broker (auto-creation off). Every run takes a screenshot of each page, into .tmp/; with
  * UPDATE_SCREENSHOTS=1 into docs/console/*.png, the pictures of docs/console.md.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium } from '../support/browser.ts';
+import { consoleRelayArgs, launchChromium } from '../support/browser.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, type RelayProcess, ROOT, spawnRelayWithHttp } from '../support/relay.ts';
@@ -59,22 +58,7 @@ beforeAll(async () => {
   await migrateDb(db);
   kafka = await startKafka();
   await kafka.createTopic('outbox.event.Good', 1);
-  const dir = mkdtempSync(join(tmpdir(), 'console-test-'));
-  writeFileSync(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o600 });
-  const r = await spawnRelayWithHttp(db, kafka, [
-    '--console',
-    '--console-token-file',
-    join(dir, 'token'),
-    // One retry, then dead: only an operator's resend publishes it again.
-    '--max-attempts',
-    '2',
-    '--failure-backoff-ms',
-    '100',
-    '--failure-backoff-max-ms',
-    '200',
-    '--sweep-interval-ms',
-    '200',
-  ]);
+  const r = await spawnRelayWithHttp(db, kafka, consoleRelayArgs(TOKEN));
   relay = r.relay;
   base = `http://127.0.0.1:${r.port}`;
   browser = await launchChromium();

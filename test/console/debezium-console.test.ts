@@ -8,15 +8,12 @@
  * rule); each outcome is read back from the side table, and the resent ones from their topics.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operatorEventsOf, resolveEvents } from '../../src/ops/events.ts';
 import { OpsInputError } from '../../src/ops/input-error.ts';
-import { launchChromium } from '../support/browser.ts';
+import { consoleRelayArgs, launchChromium } from '../support/browser.ts';
 import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
@@ -76,23 +73,7 @@ beforeAll(async () => {
   await createDebeziumOutbox(db);
   await kafka.createTopic('outbox.event.Order', 1);
   debeziumArgs = debeziumStringArgs(kafka);
-  const dir = mkdtempSync(join(tmpdir(), 'debezium-console-'));
-  writeFileSync(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o600 });
-  const r = await spawnRelayWithHttp(db, kafka.brokers, [
-    ...debeziumArgs,
-    '--console',
-    '--console-token-file',
-    join(dir, 'token'),
-    // One retry, then dead: only an operator brings it back.
-    '--max-attempts',
-    '2',
-    '--failure-backoff-ms',
-    '100',
-    '--failure-backoff-max-ms',
-    '200',
-    '--sweep-interval-ms',
-    '200',
-  ]);
+  const r = await spawnRelayWithHttp(db, kafka.brokers, [...debeziumArgs, ...consoleRelayArgs(TOKEN)]);
   relay = r.relay;
   base = `http://127.0.0.1:${r.port}`;
   get = r.get;

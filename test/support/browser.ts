@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 
 /** Debian's Chromium (`apt-get install chromium`): the console's browser tests drive it with playwright-core. */
@@ -17,4 +20,26 @@ export function launchChromium(): Promise<Browser> {
       '--no-first-run',
     ],
   });
+}
+
+/**
+ * The relay flags of a console test: the console on, its token in a 0600 file, and a failure
+ * lifecycle fast enough to watch — one retry, then dead, so only an operator brings an event back.
+ */
+export function consoleRelayArgs(token: string): string[] {
+  const dir = mkdtempSync(join(tmpdir(), 'console-test-'));
+  writeFileSync(join(dir, 'token'), `${token}\n`, { mode: 0o600 });
+  return [
+    '--console',
+    '--console-token-file',
+    join(dir, 'token'),
+    '--max-attempts',
+    '2',
+    '--failure-backoff-ms',
+    '100',
+    '--failure-backoff-max-ms',
+    '200',
+    '--sweep-interval-ms',
+    '200',
+  ];
 }
