@@ -294,8 +294,11 @@ export class KafkaSink implements Sink {
           aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
         })),
       );
-    const remembered = await this.missingTopics.refusal(topicMessages.map((t) => t.topic));
-    if (remembered) throw remembered;
+    // Nothing on the usual path: no topic remembered, no list built, no await.
+    if (this.missingTopics.size > 0) {
+      const remembered = await this.missingTopics.refusal(topicMessages.map((t) => t.topic));
+      if (remembered) throw remembered;
+    }
     try {
       await this.#send(batch, topicMessages, opts);
     } catch (e) {
