@@ -1,6 +1,6 @@
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /** The single broker kill -9'd mid-stream and restarted after 4 s. */
 export const brokerKill: Scenario = {
@@ -13,7 +13,7 @@ export const brokerKill: Scenario = {
     await env.createTopic(TOPIC_OF('Chaos'), 3);
     env.startSampling();
     const relay = env.spawnRelay();
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
     const writing = w.run(3000, 120, 10, rng(2));
     await sleep(5000);

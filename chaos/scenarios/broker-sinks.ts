@@ -13,7 +13,7 @@ import type { Env } from '../lib/env.ts';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import type { SinkServerName } from '../lib/sink-server.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 import { killStorm, median, STREAMING } from './kill9-storm.ts';
 
 async function setUp(env: Env, sink: SinkServerName): Promise<void> {
@@ -30,7 +30,7 @@ function serverKill(sink: SinkServerName): Scenario {
     async run(env) {
       await setUp(env, sink);
       const relay = env.spawnRelay();
-      await relay.waitForLog(STREAMING, 30_000);
+      await relay.waitForLog(STREAMING, START_WAIT_MS);
       const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
       const writing = w.run(3000, 120, 10, rng(2));
       await sleep(5000);
@@ -67,7 +67,7 @@ function serverFreeze(sink: SinkServerName, frozenMs: number): Scenario {
     async run(env) {
       await setUp(env, sink);
       const relay = env.spawnRelay();
-      await relay.waitForLog(STREAMING, 30_000);
+      await relay.waitForLog(STREAMING, START_WAIT_MS);
       const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
       const writing = w.run(3000, 120, 10, rng(3));
       await sleep(5000);

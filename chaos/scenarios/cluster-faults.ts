@@ -11,7 +11,7 @@
 import type { Env } from '../lib/env.ts';
 import { alive, type Outcome, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 const TOPIC = TOPIC_OF('Cluster');
 const CONTROLLER = 1;
@@ -87,7 +87,7 @@ function clusterScenario(f: Fault): Scenario {
       await env.createTopic(TOPIC, f.partitions);
       env.startSampling();
       const relay = env.spawnRelay(f.relayArgs ?? []);
-      await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+      await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
       const w = new Writer({ url: env.url, type: 'Cluster', keys: keys('c', 40) });
       const writing = w.run(f.events, 250, 50, rng(f.name.length * 7919 + Date.now()));
       const checks: string[] = [];

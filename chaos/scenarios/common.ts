@@ -4,6 +4,14 @@ import { keySeqs } from '../lib/read-back.ts';
 import type { Outcome } from '../lib/scenario.ts';
 import type { Writer } from '../lib/writer.ts';
 
+/**
+ * How long a relay may take to reach "streaming from the slot": long, because on a loaded
+ * two-core machine a 3-node cluster's first transactional producer waits for the broker to create
+ * __transaction_state (seen: ~115 s at load 20 – 35). A relay that exits fails the wait at once;
+ * one that streams ends it at once: only a wedge waits it out.
+ */
+export const START_WAIT_MS = 180_000;
+
 export const TOPIC_OF = (type: string) => `outbox.event.${type}`;
 
 export function keys(prefix: string, n: number): string[] {

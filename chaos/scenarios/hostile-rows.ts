@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * Hostile rows (the table's NOT NULL and CHECK constraints dropped, as on a hand-made table)
@@ -77,7 +77,7 @@ export const hostileRowsScenario: Scenario = {
       ...['--max-attempts', '3', '--failure-backoff-ms', '200', '--failure-backoff-max-ms', '1000'],
       ...['--sweep-interval-ms', '250'],
     ]);
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Good', keys: keys('g', 10) });
     const writing = w.run(1500, 100, 8, rng(6));
     const hostile = hostileRows().map((x) => ({ ...x, id: randomUUID() }));

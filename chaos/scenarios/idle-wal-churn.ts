@@ -1,6 +1,6 @@
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * The outbox idle while another table churns (updates, ~1 MB of WAL a second): the relay must
@@ -25,7 +25,7 @@ export const idleWalChurn: Scenario = {
     );
     env.startSampling();
     const relay = env.spawnRelay();
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 5) });
     await w.run(20, 100);
     const lsn = async () =>

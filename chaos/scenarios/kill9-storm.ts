@@ -2,7 +2,7 @@ import type { RelayProcess } from '../../test/support/relay.ts';
 import type { Env } from '../lib/env.ts';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * The relay SIGKILLed 10 times at random moments while events are written. A 30 ms broker
@@ -54,7 +54,7 @@ export async function killStorm(
   let killedAt = 0;
   for (let k = 0; k < 10; k++) {
     const r = env.spawnRelay(['--batch-size', String(50 + Math.floor(rnd() * 400))]);
-    await r.waitForLog(STREAMING, 30_000);
+    await r.waitForLog(STREAMING, START_WAIT_MS);
     if (k > 0) recoveries.push(Date.now() - killedAt);
     await sleep(300 + Math.floor(rnd() * 1500));
     r.kill('SIGKILL');
@@ -63,7 +63,7 @@ export async function killStorm(
   }
   await beforeLast();
   const last = env.spawnRelay();
-  await last.waitForLog(STREAMING, 30_000);
+  await last.waitForLog(STREAMING, START_WAIT_MS);
   recoveries.push(Date.now() - killedAt);
   return { last, recoveries };
 }

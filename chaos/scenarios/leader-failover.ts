@@ -1,6 +1,6 @@
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * A 3-node cluster; both partitions led by node 2 (node 1 hosts the controller and stays up);
@@ -23,7 +23,7 @@ export const leaderFailover: Scenario = {
     });
     env.startSampling();
     const relay = env.spawnRelay();
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
     const writing = w.run(3000, 110, 10, rng(3));
     await sleep(5000);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * One oversized event (topic Big has max.message.bytes = 1000) in the same transaction — so the
@@ -25,7 +25,7 @@ export const partialRefusal: Scenario = {
       ...['--max-attempts', '2', '--failure-backoff-ms', '500', '--failure-backoff-max-ms', '1000'],
       ...['--sweep-interval-ms', '250', '--linger-ms', '20'],
     ]);
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({
       url: env.url,
       type: (k) => (k.startsWith('s') ? 'Small' : 'Other'),

@@ -1,6 +1,6 @@
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /** pg_ctl restart -m fast twice mid-stream, then pg_terminate_backend of the walsender. */
 export const pgRestart: Scenario = {
@@ -14,7 +14,7 @@ export const pgRestart: Scenario = {
     await env.createTopic(TOPIC_OF('Chaos'), 3);
     env.startSampling();
     const relay = env.spawnRelay();
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
     const writing = w.run(3000, 100, 10, rng(4));
     const faults: { what: string; at: number }[] = [];
@@ -39,7 +39,7 @@ export const pgRestart: Scenario = {
       // figures say whether anything was lost beyond the crash (the slot must still hold it).
       checks.push(`the relay exited (${relay.child.exitCode ?? relay.child.signalCode}) during the faults`);
       const again = env.spawnRelay();
-      await again.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+      await again.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
       notes.push(
         'the relay crashed: a second one was started (as a supervisor would) to drain the slot; lost = not delivered even then',
       );

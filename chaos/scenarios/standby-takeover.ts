@@ -2,7 +2,7 @@ import type { RelayProcess } from '../../test/support/relay.ts';
 import { keySeqs, readBack } from '../lib/read-back.ts';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { keys, TOPIC_OF } from './common.ts';
+import { keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * Two relays on one slot (one active, one standby on the leader lock); the active one SIGKILLed
@@ -24,11 +24,11 @@ export const standbyTakeover: Scenario = {
     const b = env.spawnRelay();
     const lock = /"msg":"leader lock acquired/;
     const active = await Promise.race([
-      a.waitForLog(lock, 30_000).then(() => a),
-      b.waitForLog(lock, 30_000).then(() => b),
+      a.waitForLog(lock, START_WAIT_MS).then(() => a),
+      b.waitForLog(lock, START_WAIT_MS).then(() => b),
     ]);
     const standby: RelayProcess = active === a ? b : a;
-    await active.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await active.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
     const writing = w.run(3000, 120, 10, rng(5));
     await sleep(6000);
@@ -37,7 +37,7 @@ export const standbyTakeover: Scenario = {
     await active.exited;
     const baseline = await env.publishedNow();
     env.log('active relay killed');
-    await standby.waitForLog(lock, 30_000);
+    await standby.waitForLog(lock, START_WAIT_MS);
     const lockedAt = Date.now();
     await writing;
     const checks: string[] = [];

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
 import type { KeySeq } from '../lib/tally.ts';
 import { rng, Writer } from '../lib/writer.ts';
-import { drainAndRead, keys, TOPIC_OF } from './common.ts';
+import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
 
 /**
  * WAL order is not visibility order. synchronous_standby_names names a standby that does not
@@ -27,7 +27,7 @@ export const visibilityRace: Scenario = {
     await env.createTopic(ok, 3);
     env.startSampling();
     const relay = env.spawnRelay(['--ordering', 'strict', '--failure-backoff-ms', '600000']);
-    await relay.waitForLog(/"msg":"streaming from the slot"/, 30_000);
+    await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Ok', keys: keys('a', 20) });
     const writing = w.run(2000, 100, 8, rng(8));
     const heldWritten: KeySeq[] = [];
