@@ -75,6 +75,17 @@ describe('loadConfig', () => {
     );
   });
 
+  it('--delivery exactly-once: --max-inflight-events defaults to 20,000 (room for a transaction of several batches); a value set is kept', () => {
+    const env = { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1' };
+    expect(loadConfig('run', [], env).config.maxInflightEvents).toBe(5000);
+    expect(loadConfig('run', ['--delivery', 'exactly-once'], env).config.maxInflightEvents).toBe(20_000);
+    expect(
+      loadConfig('run', ['--delivery', 'exactly-once'], { ...env, OUTBOX_MAX_INFLIGHT_EVENTS: '5000' }).config
+        .maxInflightEvents,
+    ).toBe(5000);
+    expect(loadConfig('run', ['--delivery', 'exactly-once'], env).config.kafkaTransactionBatches).toBe(8);
+  });
+
   it('reads secrets from <ENV>_FILE', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     writeFileSync(join(dir, 'pw'), 'hunter2\n');

@@ -38,6 +38,7 @@ export interface Config {
   delivery: 'at-least-once' | 'exactly-once';
   kafkaProgressTopic: string;
   kafkaTransactionTimeoutMs: number;
+  kafkaTransactionBatches: number;
   kafkaAutoCreateTopics: boolean;
   kafkaRequestTimeoutMs: number;
   kafkaTopics: 'off' | 'verify' | 'create';
@@ -261,6 +262,9 @@ function readConfigFile(path: string, help: string): Record<string, unknown> {
  * takes only its own flags). Throws UsageError for a bad command line, RelayError
  * CONFIG_INVALID for a bad file, environment or combination.
  */
+/** --max-inflight-events' default with --delivery exactly-once (docs/delivery.md, throughput). */
+export const EXACTLY_ONCE_MAX_INFLIGHT_EVENTS = 20_000;
+
 export function loadConfig(
   command: Command,
   argv: string[],
@@ -348,6 +352,10 @@ export function loadConfig(
     config[s.key] = Array.isArray(v) ? [...v] : v && typeof v === 'object' ? { ...v } : v;
     sources[s.key] = from;
   }
+  // Exactly-once: room for a transaction of --kafka-transaction-batches batches in flight while
+  // the next one is read (a default only: a bound the user set is kept).
+  if (config.delivery === 'exactly-once' && sources.maxInflightEvents === 'default')
+    config.maxInflightEvents = EXACTLY_ONCE_MAX_INFLIGHT_EVENTS;
   if (config.kafkaBrokers === undefined) config.kafkaBrokers = [];
   if (config.natsServers === undefined) config.natsServers = [];
   const loaded: Loaded = {

@@ -412,6 +412,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'With --delivery exactly-once: transaction.timeout.ms of the relay\u2019s transactions (the broker aborts one left open longer; at most the broker\u2019s transaction.max.timeout.ms).',
     commands: ['run'],
   },
+  {
+    key: 'kafkaTransactionBatches',
+    flag: 'kafka-transaction-batches',
+    env: 'KAFKA_TRANSACTION_BATCHES',
+    type: 'int',
+    default: 8,
+    min: 1,
+    group: 'Kafka',
+    doc: 'With --delivery exactly-once: most batches (each within --batch-size / --batch-bytes, one produce request) in one Kafka transaction; it still ends at a PostgreSQL commit, and takes only what has arrived (a live stream\u2019s transactions stay small). Each transaction costs two round trips and a commit marker per partition: more batches per transaction, less of that per event. Bounded also by --max-inflight-events / --max-inflight-bytes.',
+    commands: ['run'],
+  },
   // --- NATS JetStream (docs/sinks.md) ---
   {
     key: 'natsServers',
@@ -708,7 +719,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 5000,
     min: 1,
     group: 'Pipeline',
-    doc: 'Events decoded but not yet settled before reading from the slot pauses (bounds memory: an event with a 500-byte payload holds about 1.4 KB while in flight). 5,000 is two to three full batches: drains as fast as 20,000 did, with a peak RSS 60 – 70 MB lower.',
+    doc: 'Events decoded but not yet settled before reading from the slot pauses (bounds memory: an event with a 500-byte payload holds about 1.4 KB while in flight). 5,000 is two to three full batches: drains as fast as 20,000 did, with a peak RSS 60 – 70 MB lower. With --delivery exactly-once the default is 20,000: room for a transaction of several batches (--kafka-transaction-batches) while the next is read.',
     commands: RUN,
   },
   {

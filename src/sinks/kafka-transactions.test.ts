@@ -1,6 +1,6 @@
 import { KafkaJSProtocolError, logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { transactionalIdOf } from './kafka.ts';
+import { requestsOf, transactionalIdOf } from './kafka.ts';
 import { isFenced } from './kafka-errors.ts';
 import { decodeProgress, encodeProgress } from './kafka-progress.ts';
 import { relayLevelOf } from './kafkajs-log.ts';
@@ -53,5 +53,48 @@ describe('kafkajs lines of a busy transaction coordinator', () => {
     expect(relayLevelOf(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', { error })).toBe(
       'debug',
     );
+  });
+});
+
+describe('requestsOf (a transaction of several batches: one produce request per batch)', () => {
+  const msg = (topic: string, id: number, bytes = 100) =>
+    ({
+      topic,
+      key: `k${id}`,
+      value: null,
+      headers: {},
+      timestamp: 0,
+      event: { id: String(id) },
+      bytes,
+    }) as never;
+  const ids = (requests: { topic: string; messages: unknown[] }[][]) =>
+    requests.map((r) =>
+      r.map((t) => `${t.topic}:${t.messages.map((m) => (m as { key: string }).key).join('')}`),
+    );
+
+  it('keeps a batch within the bounds whole (the same grouping, not regrouped)', () => {
+    const batch = [msg('a', 1), msg('a', 2)];
+    const whole = [{ topic: 'a', messages: batch }];
+    const r = requestsOf(batch, whole, { size: 2, bytes: 200 });
+    expect(r).toHaveLength(1);
+    expect(r[0]).toBe(whole);
+  });
+  it('cuts by events and by bytes, in stream order, each request grouped by topic', () => {
+    const batch = [msg('a', 1), msg('b', 2), msg('a', 3), msg('a', 4), msg('b', 5, 250), msg('a', 6)];
+    expect(ids(requestsOf(batch, [], { size: 3, bytes: 10_000 }))).toEqual([
+      ['a:k1k3', 'b:k2'],
+      ['a:k4k6', 'b:k5'],
+    ]);
+    expect(ids(requestsOf(batch, [], { size: 100, bytes: 300 }))).toEqual([
+      ['a:k1k3', 'b:k2'],
+      ['a:k4'],
+      ['b:k5'],
+      ['a:k6'],
+    ]);
+  });
+  it('sends an event larger than the byte bound alone, and no bounds means one request', () => {
+    const batch = [msg('a', 1, 500), msg('a', 2)];
+    expect(ids(requestsOf(batch, [], { size: 10, bytes: 300 }))).toEqual([['a:k1'], ['a:k2']]);
+    expect(requestsOf(batch, [{ topic: 'a', messages: batch }], { size: 0, bytes: 0 })).toHaveLength(1);
   });
 });

@@ -207,13 +207,14 @@ export class TransactionalPublisher {
   }
 
   /**
-   * One transaction: the batch and the progress record; resolves once Kafka committed it.
+   * One transaction: the batch (`requests`: its produce requests, in stream order) and the
+   * progress record; resolves once Kafka committed it.
    * `ids`: the batch's outbox ids the progress record must cover from now on ([] for the
    * sweeper's retries and dead letters, which PostgreSQL's record already covers).
    */
   async publish(
     batch: readonly { event: { id: string } }[],
-    topicMessages: { topic: string; messages: Message[] }[],
+    requests: { topic: string; messages: Message[] }[][],
     ids: readonly string[],
     send: { timeout: number; compression: CompressionTypes },
     ledger: PartitionLedger,
@@ -236,19 +237,30 @@ export class TransactionalPublisher {
       await this.#drop();
       throw this.#fencedOr(e);
     }
-    ledger.begin();
     try {
-      const responses = await txn.sendBatch({
-        acks: -1,
-        timeout: send.timeout,
-        compression: send.compression,
-        topicMessages: [
-          ...topicMessages,
-          { topic: this.#c.progressTopic, messages: [{ key: this.#c.transactionalId, value: progress }] },
-        ],
-      });
-      const missing = ledger.unacknowledged(responses);
-      if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
+      // One produce request after another (each partition's order kept); the progress record
+      // rides with the last.
+      for (let i = 0; i < requests.length; i++) {
+        const topicMessages = requests[i]!;
+        ledger.begin();
+        const responses = await txn.sendBatch({
+          acks: -1,
+          timeout: send.timeout,
+          compression: send.compression,
+          topicMessages:
+            i < requests.length - 1
+              ? topicMessages
+              : [
+                  ...topicMessages,
+                  {
+                    topic: this.#c.progressTopic,
+                    messages: [{ key: this.#c.transactionalId, value: progress }],
+                  },
+                ],
+        });
+        const missing = ledger.unacknowledged(responses);
+        if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
+      }
     } catch (e) {
       // Nothing was committed: the next producer's InitProducerId aborts what was stored.
       await this.#drop();

@@ -52,7 +52,16 @@ export type KafkaSinkConfig = Pick<
   | 'kafkaRequestTimeoutMs'
 > &
   Partial<
-    Pick<Config, 'delivery' | 'kafkaProgressTopic' | 'kafkaTransactionTimeoutMs' | 'databaseUrl' | 'slot'>
+    Pick<
+      Config,
+      | 'delivery'
+      | 'kafkaProgressTopic'
+      | 'kafkaTransactionTimeoutMs'
+      | 'databaseUrl'
+      | 'slot'
+      | 'batchSize'
+      | 'batchBytes'
+    >
   > &
   Partial<
     Pick<
@@ -148,6 +157,8 @@ export class KafkaSink implements Sink {
   producerReplacements = 0;
   readonly #compression: CompressionTypes;
   readonly #timeout: number;
+  /** Exactly-once: the most events and bytes of one produce request inside a transaction. */
+  readonly #requestBounds: { size: number; bytes: number };
   /** The (topic, partition)s of the publish in progress (one publish at a time: #tail). */
   readonly #ledger = new PartitionLedger();
   /** Sends the client reported done that a partition's response did not cover (tests, logs). */
@@ -229,6 +240,7 @@ export class KafkaSink implements Sink {
     registerKafkajsCodecs();
     this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
     this.#timeout = c.kafkaRequestTimeoutMs;
+    this.#requestBounds = { size: c.batchSize ?? 0, bytes: c.batchBytes ?? 0 };
     this.#topics = new TopicProvisioner(this.#kafka, c.kafkaTopics ?? 'off', topicSettingsOf(c), log);
     this.#known = knownTopics(
       { topicTemplate: c.topicTemplate ?? '', topicOverrides: c.topicOverrides ?? {} },
@@ -270,23 +282,7 @@ export class KafkaSink implements Sink {
   }
 
   async #publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
-    // The messages go to kafkajs as they are: they have its Message's key, value and headers, and
-    // a numeric timestamp, which kafkajs (and src/sinks/produce-encoder.ts) take as well as its
-    // string. No copy per event. Grouped by topic keeping stream order: order within a key (hence
-    // a partition) is preserved; a batch for one topic (the usual case) is not copied at all.
-    const topic = batch[0]?.topic;
-    let topicMessages: { topic: string; messages: Message[] }[];
-    if (batch.every((m) => m.topic === topic))
-      topicMessages = [{ topic: topic ?? '', messages: batch as unknown as Message[] }];
-    else {
-      const byTopic = new Map<string, Message[]>();
-      for (const m of batch) {
-        let list = byTopic.get(m.topic);
-        if (!list) byTopic.set(m.topic, (list = []));
-        list.push(m as unknown as Message);
-      }
-      topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
-    }
+    const topicMessages = byTopic(batch);
     if (this.#topics.mode !== 'off')
       await this.#topics.ensure(
         topicMessages.map((t) => ({
@@ -326,7 +322,10 @@ export class KafkaSink implements Sink {
     if (this.transactions) {
       const ids = opts?.progress ? batch.map((m) => m.event.id) : [];
       const send = { timeout: this.#timeout, compression: this.#compression };
-      return this.transactions.publish(batch, topicMessages, ids, send, this.#ledger);
+      // A transaction of several batches (--kafka-transaction-batches): one produce request per
+      // batch's worth, in stream order, so no record batch outgrows the broker's message.max.bytes.
+      const requests = requestsOf(batch, topicMessages, this.#requestBounds);
+      return this.transactions.publish(batch, requests, ids, send, this.#ledger);
     }
     await this.#connect();
     const producer = this.#producer;
@@ -429,6 +428,56 @@ export class KafkaSink implements Sink {
     await this.transactions?.stop();
     await this.#producer.disconnect();
   }
+}
+
+type TopicMessages = { topic: string; messages: Message[] }[];
+
+/**
+ * The batch grouped by topic, keeping stream order within each (order within a key, hence a
+ * partition, is kept). The messages go to kafkajs as they are: they have its Message's key, value
+ * and headers, and a numeric timestamp, which kafkajs (and src/sinks/produce-encoder.ts) take as
+ * well as its string. No copy per event; a batch for one topic (the usual case) is not copied at all.
+ */
+function byTopic(batch: readonly OutboundMessage[]): TopicMessages {
+  const topic = batch[0]?.topic;
+  if (batch.every((m) => m.topic === topic))
+    return [{ topic: topic ?? '', messages: batch as unknown as Message[] }];
+  const groups = new Map<string, Message[]>();
+  for (const m of batch) {
+    let list = groups.get(m.topic);
+    if (!list) groups.set(m.topic, (list = []));
+    list.push(m as unknown as Message);
+  }
+  return [...groups].map(([topic, messages]) => ({ topic, messages }));
+}
+
+/**
+ * Exactly-once: a transaction's batch cut into produce requests of at most `bounds` events and
+ * bytes (0: no bound), consecutive in stream order — sent one after another, they keep each
+ * partition's order. A batch within the bounds is one request (`whole`, not regrouped).
+ */
+export function requestsOf(
+  batch: readonly OutboundMessage[],
+  whole: TopicMessages,
+  bounds: { size: number; bytes: number },
+): TopicMessages[] {
+  const size = bounds.size > 0 ? bounds.size : Infinity;
+  const maxBytes = bounds.bytes > 0 ? bounds.bytes : Infinity;
+  const requests: TopicMessages[] = [];
+  let start = 0;
+  let bytes = 0;
+  for (let i = 0; i < batch.length; i++) {
+    const b = batch[i]!.bytes;
+    if (i > start && (i - start >= size || bytes + b > maxBytes)) {
+      requests.push(byTopic(batch.slice(start, i)));
+      start = i;
+      bytes = 0;
+    }
+    bytes += b;
+  }
+  if (start === 0) return [whole];
+  requests.push(byTopic(batch.slice(start)));
+  return requests;
 }
 
 /**

@@ -481,7 +481,10 @@ export class ReplicationSession {
     for (;;) {
       const late = performance.now() >= deadline;
       const split = late || this.#paused || this.#draining;
-      const batch = this.#queue.takeTransactions(c.batchSize, c.batchBytes, split);
+      // One Kafka transaction of up to --kafka-transaction-batches batches (the sink sends each
+      // batch's worth as one produce request inside it).
+      const k = c.kafkaTransactionBatches;
+      const batch = this.#queue.takeTransactions(c.batchSize * k, c.batchBytes * k, split);
       if (batch.length > 0 || split || signal.aborted) return batch;
       await this.#queue.waitForMore(deadline - performance.now(), signal);
       // The timer can fire before data already on the socket is read (a stalled event loop runs

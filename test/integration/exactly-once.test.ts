@@ -145,9 +145,10 @@ describe('exactly-once', () => {
     const expected = [...Array.from({ length: 20 }, (_, i) => `small-${i}`), 'small-100'].sort();
     expect(keys).toEqual(expected);
   }, 200_000);
-  it('cuts Kafka transactions at PostgreSQL commits: whole ones together, only one larger than a batch split', async () => {
+  it('cuts Kafka transactions at PostgreSQL commits: whole ones together, only one larger than a transaction split', async () => {
     // A backlog (written while no relay runs, so batches can pack several transactions) of
-    // PostgreSQL transactions of 1–7 rows and one of 25, with --batch-size 10.
+    // PostgreSQL transactions of 1–7 rows and one of 25; transactions of at most 2 batches of 5
+    // events (two produce requests in one Kafka transaction: --kafka-transaction-batches 2).
     const sizes = [7, 3, 2, 7, 1, 4, 5, 7, 25, 2, 7, 6, 3, 7, 1, 1, 7, 4, 2, 7];
     const KEYS = 5;
     const nextSeq = new Array<number>(KEYS).fill(0);
@@ -162,7 +163,8 @@ describe('exactly-once', () => {
         };
       });
     for (const [t, n] of sizes.entries()) await insertEvents(db.pool, rowsOf(t, n));
-    const r = eos(['--batch-size', '10']);
+    const BOUNDS = ['--batch-size', '5', '--kafka-transaction-batches', '2'];
+    const r = eos(BOUNDS);
     await r.waitForLog(/streaming from the slot/, 60_000);
     await settled();
     // Reading pauses at 30 kB unsettled: a transaction of 7 rows of 20 kB (it spans several
@@ -170,7 +172,7 @@ describe('exactly-once', () => {
     // where reading paused.
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
-    const paused = eos(['--batch-size', '10', '--max-inflight-bytes', '30000']);
+    const paused = eos([...BOUNDS, '--max-inflight-bytes', '30000']);
     await paused.waitForLog(/streaming from the slot/, 60_000);
     await insertEvents(db.pool, rowsOf(sizes.length, 7, 'x'.repeat(20_000)));
     await settled();
@@ -220,8 +222,10 @@ describe('exactly-once', () => {
     ]);
     const bigRows = inBacklog.flat().filter((e) => e.t === big);
     expect(bigRows.map((e) => e.i)).toEqual(Array.from({ length: 25 }, (_, i) => i));
-    // Several whole transactions share a Kafka transaction where they fit.
+    // Several whole transactions share a Kafka transaction where they fit, also across its
+    // produce requests (more than one batch of 5).
     expect(backlog.some((g) => g.length > 1)).toBe(true);
+    expect(inBacklog.some((g) => g.length > 5)).toBe(true);
     // With reading paused, the large transaction went out in parts, its rows in order, each once.
     const pausedTxns = kafkaTxns.slice(inBacklog.length);
     expect(pausedTxns.flat().map((e) => e.i)).toEqual([0, 1, 2, 3, 4, 5, 6]);
