@@ -420,7 +420,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 8,
     min: 1,
     group: 'Kafka',
-    doc: 'With --delivery exactly-once: most batches (each within --batch-size / --batch-bytes, one produce request) in one Kafka transaction; it still ends at a PostgreSQL commit, and takes only what has arrived (a live stream\u2019s transactions stay small). Each transaction costs two round trips and a commit marker per partition: more batches per transaction, less of that per event. Bounded also by --max-inflight-events / --max-inflight-bytes.',
+    doc: 'With --delivery exactly-once: most batches (each within --batch-size / --batch-bytes, one produce request) in one Kafka transaction; it still ends at a PostgreSQL commit, and takes only what has arrived (a live stream\u2019s transactions stay small). Each transaction costs two round trips and a commit marker per partition: more batches per transaction, less of that per event. A transaction takes at most half of --max-inflight-events / --max-inflight-bytes, so the next one is read while it is in flight.',
     commands: ['run'],
   },
   // --- NATS JetStream (docs/sinks.md) ---

@@ -482,9 +482,13 @@ export class ReplicationSession {
       const late = performance.now() >= deadline;
       const split = late || this.#paused || this.#draining;
       // One Kafka transaction of up to --kafka-transaction-batches batches (the sink sends each
-      // batch's worth as one produce request inside it).
+      // batch's worth as one produce request inside it), and at most half the in-flight window:
+      // the next transaction is read while this one is in flight (a transaction filling the
+      // window would pause reading, and the next one would be only what fitted beside it).
       const k = c.kafkaTransactionBatches;
-      const batch = this.#queue.takeTransactions(c.batchSize * k, c.batchBytes * k, split);
+      const size = Math.max(c.batchSize, Math.min(c.batchSize * k, Math.floor(c.maxInflightEvents / 2)));
+      const bytes = Math.max(c.batchBytes, Math.min(c.batchBytes * k, Math.floor(c.maxInflightBytes / 2)));
+      const batch = this.#queue.takeTransactions(size, bytes, split);
       if (batch.length > 0 || split || signal.aborted) return batch;
       await this.#queue.waitForMore(deadline - performance.now(), signal);
       // The timer can fire before data already on the socket is read (a stalled event loop runs
