@@ -75,10 +75,10 @@ describe('loadConfig', () => {
     );
   });
 
-  it('--delivery exactly-once: --max-inflight-events defaults to 20,000 (room for a transaction of several batches); a value set is kept', () => {
+  it('--delivery exactly-once: --max-inflight-events defaults to 40,000 (room for a transaction of several batches); a value set is kept', () => {
     const env = { DATABASE_URL: DB, KAFKA_BROKERS: 'a:1' };
     expect(loadConfig('run', [], env).config.maxInflightEvents).toBe(5000);
-    expect(loadConfig('run', ['--delivery', 'exactly-once'], env).config.maxInflightEvents).toBe(20_000);
+    expect(loadConfig('run', ['--delivery', 'exactly-once'], env).config.maxInflightEvents).toBe(40_000);
     expect(
       loadConfig('run', ['--delivery', 'exactly-once'], { ...env, OUTBOX_MAX_INFLIGHT_EVENTS: '5000' }).config
         .maxInflightEvents,

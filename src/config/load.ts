@@ -263,7 +263,7 @@ function readConfigFile(path: string, help: string): Record<string, unknown> {
  * CONFIG_INVALID for a bad file, environment or combination.
  */
 /** --max-inflight-events' default with --delivery exactly-once (docs/delivery.md, throughput). */
-export const EXACTLY_ONCE_MAX_INFLIGHT_EVENTS = 20_000;
+export const EXACTLY_ONCE_MAX_INFLIGHT_EVENTS = 40_000;
 
 export function loadConfig(
   command: Command,

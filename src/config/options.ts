@@ -719,7 +719,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 5000,
     min: 1,
     group: 'Pipeline',
-    doc: 'Events decoded but not yet settled before reading from the slot pauses (bounds memory: an event with a 500-byte payload holds about 1.4 KB while in flight). 5,000 is two to three full batches: drains as fast as 20,000 did, with a peak RSS 60 – 70 MB lower. With --delivery exactly-once the default is 20,000: room for a transaction of several batches (--kafka-transaction-batches) while the next is read.',
+    doc: 'Events decoded but not yet settled before reading from the slot pauses (bounds memory: an event with a 500-byte payload holds about 1.4 KB while in flight). 5,000 is two to three full batches: drains as fast as 20,000 did, with a peak RSS 60 – 70 MB lower. With --delivery exactly-once the default is 40,000: room for a transaction of several batches (--kafka-transaction-batches, at most half the window) in flight while the next is read.',
     commands: RUN,
   },
   {
