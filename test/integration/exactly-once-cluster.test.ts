@@ -87,7 +87,13 @@ describe('exactly-once on a 3-node cluster (replication factor 3)', () => {
     const nextSeq = new Array<number>(AGG).fill(0);
     const writing = writeEvents(db, 1500, AGG, nextSeq, 31, 'k-');
     for (let k = 0; k < 2; k++) {
-      const r = relays.spawn(kafka, ['--batch-size', String(40 + 100 * k)]);
+      // Transactions of one batch: enough of them in 1,500 events to be killed after the third.
+      const r = relays.spawn(kafka, [
+        '--batch-size',
+        String(40 + 100 * k),
+        '--kafka-transaction-batches',
+        '1',
+      ]);
       await r.waitForLog(/streaming from the slot/, 60_000);
       if (k > 0) expect(r.logs()).toMatch(/Kafka's committed progress added to the progress record/);
       await untilCommits(r, 3, 'the relay committed 3 transactions');
