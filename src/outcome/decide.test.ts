@@ -69,6 +69,58 @@ describe('decideBatch', () => {
     expect(d.blocked.has('Order', 'A')).toBe(true);
   });
 
+  it('finds a refused event by halving, not one by one; strict: parks what follows it in its aggregate, in the half sent after', async () => {
+    const sink = fakeSink((b) => (b.some((m) => m.event.id === '6') ? TOO_LARGE : null));
+    const d = deps('strict', sink);
+    const aggs = ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'F'];
+    const out = await decideBatch(
+      d,
+      aggs.map((a, i) => item(String(i + 1), a)),
+      signal,
+    );
+    expect(out).toEqual([
+      'published',
+      'published',
+      'published',
+      'published',
+      'published',
+      { failed: TOO_LARGE },
+      'published',
+      'parked',
+    ]);
+    expect(sink.sent).toEqual([
+      ['1', '2', '3', '4', '5', '6', '7', '8'],
+      ['1', '2', '3', '4'],
+      ['5', '6', '7', '8'],
+      ['5', '6'],
+      ['5'],
+      ['6'],
+      ['7'],
+    ]);
+    // Relaxed: the same search, and the later event of the failed aggregate is published.
+    const relaxedSink = fakeSink((b) => (b.some((m) => m.event.id === '6') ? TOO_LARGE : null));
+    const relaxed = await decideBatch(
+      deps('relaxed', relaxedSink),
+      aggs.map((a, i) => item(String(i + 1), a)),
+      signal,
+    );
+    expect(relaxed.filter((o) => o === 'published')).toHaveLength(7);
+    expect(relaxedSink.sent.at(-1)).toEqual(['7', '8']);
+  });
+
+  it('two refused events in one half: each found, every other event published once', async () => {
+    const bad = new Set(['2', '3']);
+    const sink = fakeSink((b) => (b.some((m) => bad.has(m.event.id)) ? TOO_LARGE : null));
+    const out = await decideBatch(
+      deps('relaxed', sink),
+      ['1', '2', '3', '4'].map((id) => item(id, `agg-${id}`)),
+      signal,
+    );
+    expect(out).toEqual(['published', { failed: TOO_LARGE }, { failed: TOO_LARGE }, 'published']);
+    const published = sink.sent.filter((b) => !b.some((id) => bad.has(id))).flat();
+    expect(published.sort()).toEqual(['1', '4']);
+  });
+
   it('relaxed: the later events of a failed aggregate are published', async () => {
     const sink = fakeSink((b) => (b.some((m) => m.event.id === '1') ? TOO_LARGE : null));
     const out = await decideBatch(deps('relaxed', sink), [item('1', 'A'), item('2', 'A')], signal);

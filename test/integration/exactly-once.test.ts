@@ -357,7 +357,16 @@ describe('exactly-once on a broker of its own (faults)', () => {
     expect(missing.slice(0, 10)).toEqual([]);
     expect(duplicates).toBe(0);
     expect(unique.size).toBe(nextSeq.reduce((x, y) => x + y, 0));
-    // Frozen inside a transaction, it learns it was fenced at its next request and exits 75.
-    expect(aExit).toBe(75);
+    // Frozen inside a transaction, it learns it was fenced at its next request and exits 75. Frozen
+    // between two requests (a loaded machine moves the moment), it may first learn that its
+    // stream was taken (its session ends, the transaction abandoned): it then stands by for the
+    // lock and would read the successor's progress record before publishing anything — the
+    // check above (nothing committed after the successor's first) is what keeps the promise.
+    if (aExit === 'running') {
+      console.log(
+        `zombie still running after resuming; its last log lines:\n${a.logs().split('\n').slice(-8).join('\n')}`,
+      );
+      expect(a.logs()).toMatch(/standby: another process is active on the slot/);
+    } else expect(aExit).toBe(75);
   }, 300_000);
 });
