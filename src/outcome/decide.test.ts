@@ -104,7 +104,7 @@ describe('decideBatch', () => {
       aggs.map((a, i) => item(String(i + 1), a)),
       signal,
     );
-    expect(relaxed.filter((o) => o === 'published')).toHaveLength(7);
+    expect(relaxed!.filter((o) => o === 'published')).toHaveLength(7);
     expect(relaxedSink.sent.at(-1)).toEqual(['7', '8']);
   });
 
