@@ -1,5 +1,5 @@
 /** Flags of `npm run bench` (bench/drain.ts). Small sizes for development: --rows 5000 --live-seconds 5. */
-import { parseArgs } from 'node:util';
+import { parseFlags } from './cli-flags.ts';
 import { BROKER_SINKS, type SinkName, sinkInstalled } from './sinks.ts';
 
 const OPTIONS = {
@@ -19,29 +19,13 @@ const OPTIONS = {
   sink: { type: 'string', default: '' },
   'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
   'eos-live-seconds': { type: 'string', default: '15' },
-  help: { type: 'boolean', default: false },
 } as const;
 
-function parse() {
-  try {
-    return parseArgs({ options: OPTIONS }).values;
-  } catch (e) {
-    process.stderr.write(
-      `npm run bench: ${(e as Error).message}\n(npm run bench -- --help lists the flags)\n`,
-    );
-    process.exit(64);
-  }
-}
-const values = parse();
-if (values.help) {
-  const flags = Object.entries(OPTIONS)
-    .filter(([name]) => name !== 'help')
-    .map(([name, o]) => `  --${name.padEnd(18)} default ${JSON.stringify(o.default)}`);
-  process.stdout.write(
-    `npm run bench [-- flags]: the relay against pg_recvlogical, a trivial Kafka producer and its peers, one run (docs/benchmarks.md has examples and what each section measures)\n${flags.join('\n')}\n`,
-  );
-  process.exit(0);
-}
+const values = parseFlags(
+  'npm run bench',
+  'the relay against pg_recvlogical, a trivial Kafka producer and its peers, one run (docs/benchmarks.md has examples and what each section measures)',
+  OPTIONS,
+);
 
 function int(name: keyof typeof values): number {
   const n = Number(values[name]);

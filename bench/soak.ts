@@ -17,13 +17,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { freePort, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, payload, seqOf } from './backlog.ts';
+import { parseFlags, usageError } from './cli-flags.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { childrenOf, machineNote, procStat, reapedChildrenCpu, sleep } from './proc.ts';
 import { startRelay } from './relay.ts';
@@ -33,8 +33,10 @@ import { percentile, round } from './stats.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const { values } = parseArgs({
-  options: {
+const values = parseFlags(
+  'npm run soak',
+  'the relay for --minutes at --rate commits/s with rollbacks, refused events, retention and one restart; samples every 10 s, an SVG, every event accounted for (docs/benchmarks.md, the soak)',
+  {
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '2000' },
     out: { type: 'string', default: '.tmp/soak' },
@@ -42,10 +44,11 @@ const { values } = parseArgs({
     'rollback-every': { type: 'string', default: '100' },
     'refuse-every': { type: 'string', default: '1000' },
   },
-});
+);
 const minutes = Number(values.minutes);
 const rate = Number(values.rate);
-if (!(minutes > 0) || !(rate > 0)) throw new Error('--minutes and --rate must be positive numbers');
+if (!(minutes > 0) || !(rate > 0))
+  usageError('npm run soak', `--minutes and --rate must be positive numbers; got ${minutes}, ${rate}`);
 const rollbackEvery = Number(values['rollback-every']);
 const refuseEvery = Number(values['refuse-every']);
 if (
@@ -54,7 +57,7 @@ if (
   rollbackEvery < 0 ||
   refuseEvery < 0
 )
-  throw new Error('--rollback-every and --refuse-every take a whole number (0: none)');
+  usageError('npm run soak', '--rollback-every and --refuse-every take a whole number (0: none)');
 
 const TOPIC = 'outbox.event.Soak';
 const DLQ = 'outbox.dlq';
