@@ -21,13 +21,13 @@
  */
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
+import { parseFlags, usageError } from './cli-flags.ts';
 import { measureLive } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet } from './proc.ts';
@@ -37,9 +37,11 @@ import { type Dist, median, us } from './stats.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const { values } = parseArgs({
-  options: {
-    a: { type: 'string' },
+const values = parseFlags(
+  'npm run bench:ab',
+  'two checkouts of the relay (--a, --b) on the same backlog, interleaved drains (or --live SECONDS runs), medians over --rounds',
+  {
+    a: { type: 'string', default: '' },
     b: { type: 'string', default: '.' },
     'a-node-args': { type: 'string', default: '' },
     'b-node-args': { type: 'string', default: '' },
@@ -51,25 +53,33 @@ const { values } = parseArgs({
     live: { type: 'string', default: '0' },
     'live-rate': { type: 'string', default: '2000' },
   },
-});
-if (!values.a) throw new Error('--a <checkout> is required (e.g. a git worktree of the base commit)');
+);
+const usage = (m: string) => usageError('npm run bench:ab', m);
+if (!values.a) usage('--a <checkout> is required (e.g. a git worktree of the base commit)');
 const SINKS = ['stdout', 'kafka', ...BROKER_SINKS];
-if (!SINKS.includes(values.sink!)) throw new Error(`--sink must be one of ${SINKS.join(', ')}`);
+if (!SINKS.includes(values.sink)) usage(`--sink must be one of ${SINKS.join(', ')}; got "${values.sink}"`);
 const brokerSink = BROKER_SINKS.includes(values.sink as SinkName) ? (values.sink as SinkName) : null;
 const rounds = Number(values.rounds);
 const rows = Number(values.rows);
 const liveSeconds = Number(values.live);
 const liveRate = Number(values['live-rate']);
-if (liveSeconds > 0 && values.sink !== 'kafka') throw new Error('--live needs --sink kafka');
+for (const [name, n] of [
+  ['rounds', rounds],
+  ['rows', rows],
+  ['live', liveSeconds],
+  ['live-rate', liveRate],
+] as const)
+  if (!Number.isInteger(n) || n < 0) usage(`--${name} must be a whole number; got "${values[name]}"`);
+if (liveSeconds > 0 && values.sink !== 'kafka') usage('--live needs --sink kafka');
 const variants = { a: resolve(values.a), b: resolve(values.b) };
 const cli = (dir: string) => join(dir, 'src/cli/main.ts');
 const relayArgs = {
-  a: values['a-args']!.split(' ').filter(Boolean),
-  b: values['b-args']!.split(' ').filter(Boolean),
+  a: values['a-args'].split(' ').filter(Boolean),
+  b: values['b-args'].split(' ').filter(Boolean),
 };
 const nodeArgs = {
-  a: values['a-node-args']!.split(' ').filter(Boolean),
-  b: values['b-node-args']!.split(' ').filter(Boolean),
+  a: values['a-node-args'].split(' ').filter(Boolean),
+  b: values['b-node-args'].split(' ').filter(Boolean),
 };
 
 async function main() {

@@ -42,21 +42,21 @@ function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: numb
       runs = Number(v);
       if (!Number.isInteger(runs) || runs < 1 || runs > 100) {
         console.error(`--runs takes a whole number 1..100; got ${v}`);
-        process.exit(2);
+        process.exit(64);
       }
     } else if (a === '--group' || a.startsWith('--group=')) {
       const g = a === '--group' ? argv[++i] : a.slice('--group='.length);
       const members = SCENARIOS.filter((s) => s.name.startsWith(`${g}-`)).map((s) => s.name);
       if (members.length === 0) {
         console.error(`no scenario in group ${g} (try --list)`);
-        process.exit(2);
+        process.exit(64);
       }
       names.push(...members);
     } else if (a === '--delivery' || a.startsWith('--delivery=')) {
       const v = a === '--delivery' ? argv[++i] : a.slice('--delivery='.length);
       if (v !== 'at-least-once' && v !== 'exactly-once') {
         console.error(`--delivery takes at-least-once or exactly-once; got ${v}`);
-        process.exit(2);
+        process.exit(64);
       }
       delivery = v;
     } else if (a === '--scenario') names.push(argv[++i] ?? '');
@@ -68,7 +68,7 @@ function parseArgs(argv: string[]): { list: boolean; names: string[]; runs: numb
       process.exit(0);
     } else {
       console.error(`unknown argument ${a} (try --list or --scenario NAME)`);
-      process.exit(2);
+      process.exit(64);
     }
   }
   return { list, names, runs, delivery };
