@@ -48,6 +48,11 @@ interface Unresolved {
   ids: readonly string[];
 }
 
+/** The outbox id of a message (the sink hands over its OutboundMessages as kafkajs Messages). */
+function idOf(m: Message): string {
+  return (m as unknown as { event: { id: string } }).event.id;
+}
+
 function batchKey(batch: readonly { event: { id: string } }[]): string {
   return batch.map((m) => m.event.id).join(',');
 }
@@ -221,14 +226,56 @@ export class TransactionalPublisher {
   ): Promise<void> {
     // After a lost commit answer the producer was dropped: #ready resolves the outcome first.
     const u = this.#unresolved;
-    const producer = await this.#ready();
+    await this.#ready();
     if (u && this.#lastToken === u.token && u.key === batchKey(batch)) return;
+    // A stream batch sent again after a part of it committed (a transaction cut by time, below,
+    // then a failure): what Kafka holds is not sent again.
+    if (ids.length > 0 && this.#pending.size > 0 && ids.some((id) => this.#pending.has(id)))
+      requests = requests
+        .map((r) =>
+          r
+            .map((t) => ({ topic: t.topic, messages: t.messages.filter((m) => !this.#pending.has(idOf(m))) }))
+            .filter((t) => t.messages.length > 0),
+        )
+        .filter((r) => r.length > 0);
+    const progress = ids.length > 0;
+    for (let i = 0; i < requests.length; )
+      i = await this.#transaction(requests, i, progress, send, ledger, i === 0 ? batch : null);
+  }
+
+  /**
+   * One Kafka transaction: requests[from…] one after another (each partition's order kept), then
+   * the progress record (with the last request), then the commit. Returns where it stopped: at
+   * the end, or earlier once the transaction is a third of --kafka-transaction-timeout-ms old —
+   * a slow broker must not let the coordinator abort it (which fences the producer: the relay
+   * would exit 75); the rest goes in the next transaction. `progress`: the requests' event ids
+   * join the progress record (stream batches). `whole`: the batch, when this transaction is all
+   * of it (a lost commit answer is then recognized on its retry by the batch's ids).
+   */
+  async #transaction(
+    requests: { topic: string; messages: Message[] }[][],
+    from: number,
+    progress: boolean,
+    send: { timeout: number; compression: CompressionTypes },
+    ledger: PartitionLedger,
+    whole: readonly { event: { id: string } }[] | null,
+  ): Promise<number> {
+    const producer = await this.#ready();
     const token = `${this.#instance}:${++this.#seq}`;
-    const progress = encodeProgress({
-      v: 1,
-      id: this.#c.transactionalId,
-      published: idRanges(this.#pending.size === 0 ? ids : [...this.#pending, ...ids]),
-      token,
+    const ids: string[] = [];
+    const record = (): { topic: string; messages: Message[] } => ({
+      topic: this.#c.progressTopic,
+      messages: [
+        {
+          key: this.#c.transactionalId,
+          value: encodeProgress({
+            v: 1,
+            id: this.#c.transactionalId,
+            published: idRanges(this.#pending.size === 0 ? ids : [...this.#pending, ...ids]),
+            token,
+          }),
+        },
+      ],
     });
     let txn: Transaction;
     try {
@@ -237,29 +284,17 @@ export class TransactionalPublisher {
       await this.#drop();
       throw this.#fencedOr(e);
     }
+    const started = performance.now();
+    const budget = this.#c.transactionTimeoutMs / 3;
+    let to = from;
     try {
-      // One produce request after another (each partition's order kept); the progress record
-      // rides with the last.
-      for (let i = 0; i < requests.length; i++) {
-        const topicMessages = requests[i]!;
-        ledger.begin();
-        const responses = await txn.sendBatch({
-          acks: -1,
-          timeout: send.timeout,
-          compression: send.compression,
-          topicMessages:
-            i < requests.length - 1
-              ? topicMessages
-              : [
-                  ...topicMessages,
-                  {
-                    topic: this.#c.progressTopic,
-                    messages: [{ key: this.#c.transactionalId, value: progress }],
-                  },
-                ],
-        });
-        const missing = ledger.unacknowledged(responses);
-        if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
+      for (;;) {
+        const topicMessages = requests[to]!;
+        if (progress) for (const t of topicMessages) for (const m of t.messages) ids.push(idOf(m));
+        to++;
+        const last = to === requests.length || performance.now() - started > budget;
+        await this.#send(txn, last ? [...topicMessages, record()] : topicMessages, send, ledger);
+        if (last) break;
       }
     } catch (e) {
       // Nothing was committed: the next producer's InitProducerId aborts what was stored.
@@ -271,6 +306,11 @@ export class TransactionalPublisher {
         );
       throw fenced;
     }
+    if (to < requests.length)
+      this.#log.warn(
+        { sent: to - from, left: requests.length - to, ms: Math.round(performance.now() - started) },
+        'a Kafka transaction is committed before the rest of its batch: sending took a third of --kafka-transaction-timeout-ms; the rest goes in the next transaction',
+      );
     try {
       await txn.commit();
     } catch (e) {
@@ -278,19 +318,37 @@ export class TransactionalPublisher {
       const fenced = this.#fencedOr(e);
       if (fenced !== e) throw fenced;
       // EndTxn sent, answer lost: committed or not, only the progress record can tell.
-      this.#unresolved = { token, key: batchKey(batch), ids };
+      this.#unresolved = { token, key: whole && to === requests.length ? batchKey(whole) : '', ids };
       this.#log.warn(
         { err: errorMessage(e), token },
         'the commit of a Kafka transaction failed; its outcome is read back from the progress topic before anything else is sent',
       );
       await this.#ready();
-      if (this.#lastToken === token) return;
+      if (this.#lastToken === token) return to;
       throw e;
     }
     this.commits++;
     this.#lastToken = token;
     this.#knowsLast = true;
     for (const id of ids) this.#pending.add(id);
+    return to;
+  }
+
+  async #send(
+    txn: Transaction,
+    topicMessages: { topic: string; messages: Message[] }[],
+    send: { timeout: number; compression: CompressionTypes },
+    ledger: PartitionLedger,
+  ): Promise<void> {
+    ledger.begin();
+    const responses = await txn.sendBatch({
+      acks: -1,
+      timeout: send.timeout,
+      compression: send.compression,
+      topicMessages,
+    });
+    const missing = ledger.unacknowledged(responses);
+    if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
   }
 
   async #ensureTopic(): Promise<void> {

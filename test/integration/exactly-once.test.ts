@@ -266,7 +266,12 @@ describe('exactly-once', () => {
 describe('exactly-once on a broker of its own (faults)', () => {
   let ded: DedicatedKafka;
   beforeAll(async () => {
-    ded = await startDedicatedKafka({ proxy: true });
+    // The coordinator looks for timed-out transactions every 0.5 s (default 10 s): a transaction
+    // that outlives --kafka-transaction-timeout-ms is aborted, and its producer fenced, at once.
+    ded = await startDedicatedKafka({
+      proxy: true,
+      extraConfig: { 'transaction.abort.timed.out.transaction.cleanup.interval.ms': 500 },
+    });
     await ded.createTopic('outbox.event.Account', 3);
   }, 180_000);
   afterAll(async () => {
@@ -298,6 +303,40 @@ describe('exactly-once on a broker of its own (faults)', () => {
     expect(unique.size).toBe(3000);
     expect(orderViolations(seen).slice(0, 10)).toEqual([]);
   }, 400_000);
+
+  it('a slow broker: a transaction is committed once a third of its timeout is spent, the rest in the next; never fenced, each event once', async () => {
+    const AGG = 10;
+    const nextSeq = new Array<number>(AGG).fill(0);
+    await write(300, AGG, nextSeq, 5, 'slow-');
+    // Every request ≥ 0.3 s each way: a transaction of 8 batches of 10 (AddPartitionsToTxn, 8
+    // Produce requests, the progress record's partition, EndTxn) would take ≥ 6.6 s, past its 6 s
+    // timeout; cut after 2 s of sending, it commits within it.
+    ded.proxies[0]!.setLatency(300);
+    try {
+      const r = eos(['--batch-size', '10', '--kafka-transaction-timeout-ms', '6000'], ded);
+      await r.waitForLog(/streaming from the slot/, 120_000);
+      await settled().catch((e: unknown) => {
+        console.log(`the relay's last log lines:\n${r.logs().split('\n').slice(-40).join('\n')}`);
+        throw e;
+      });
+      expect(r.logs()).toMatch(/a Kafka transaction is committed before the rest of its batch/);
+      expect(r.logs()).not.toMatch(/PRODUCER_FENCED|fenced: this relay stops publishing/);
+      ded.proxies[0]!.setLatency(0);
+      r.kill('SIGTERM');
+      expect(await r.exited).toBe(0);
+    } finally {
+      ded.proxies[0]!.setLatency(0);
+    }
+    const records = (await ded.readAll('outbox.event.Account')).filter((m) =>
+      m.key!.toString().startsWith('slow-'),
+    );
+    const { seen, unique, missing, duplicates } = deliveryReport(records, nextSeq, 'slow-');
+    console.log(`exactly-once, slow broker: ${seen.length} read, ${duplicates} duplicates`);
+    expect(missing.slice(0, 10)).toEqual([]);
+    expect(duplicates).toBe(0);
+    expect(unique.size).toBe(300);
+    expect(orderViolations(seen).slice(0, 10)).toEqual([]);
+  }, 300_000);
 
   it('fences a zombie: a SIGSTOPped relay whose lock and slot were taken over commits nothing after it resumes', async () => {
     const AGG = 20;
