@@ -409,7 +409,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 60000,
     min: 1000,
     group: 'Kafka',
-    doc: 'With --delivery exactly-once: transaction.timeout.ms of the relay\u2019s transactions (the broker aborts one left open longer; at most the broker\u2019s transaction.max.timeout.ms).',
+    doc: 'With --delivery exactly-once: transaction.timeout.ms of the relay\u2019s transactions (the broker aborts one left open longer; at most the broker\u2019s transaction.max.timeout.ms). A transaction whose sending took a third of it is committed early, the rest of its batch in the next.',
     commands: ['run'],
   },
   {
