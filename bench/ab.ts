@@ -8,8 +8,9 @@
  *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
  *                       [--live 30 [--live-rate 2000]]
  *
- * --live SECONDS (Kafka): instead of bulk drains, live runs (bench/live.ts: a paced writer, commit
- * → LogAppendTime) of each variant in turn on one broker, after the bulk warm-up drain and one
+ * --live SECONDS (Kafka, NATS, RabbitMQ): instead of bulk drains, live runs (bench/live.ts: a paced
+ * writer, commit → ack time as the sink's reader sees it: Kafka's LogAppendTime, bench/sinks.ts for
+ * the others) of each variant in turn on one server, after the bulk warm-up drain and one
  * uncounted 20 s live run: a latency tail moves by more between two runs than most changes move
  * it, so only interleaved rounds compare.
  *
@@ -28,7 +29,7 @@ import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';
-import { measureLive } from './live.ts';
+import { measureLive, measureLiveWith } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet } from './proc.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
@@ -70,7 +71,7 @@ for (const [name, n] of [
   ['live-rate', liveRate],
 ] as const)
   if (!Number.isInteger(n) || n < 0) usage(`--${name} must be a whole number; got "${values[name]}"`);
-if (liveSeconds > 0 && values.sink !== 'kafka') usage('--live needs --sink kafka');
+if (liveSeconds > 0 && values.sink === 'stdout') usage('--live needs a broker (--sink kafka|nats|rabbitmq)');
 const variants = { a: resolve(values.a), b: resolve(values.b) };
 const cli = (dir: string) => join(dir, 'src/cli/main.ts');
 const relayArgs = {
@@ -130,8 +131,8 @@ async function main() {
     }
     if (broker || sink) await drain('warm');
     await dropSlot(db, 'warm');
-    if (broker && liveSeconds > 0) {
-      await liveRounds(server.url, db, broker, args);
+    if (liveSeconds > 0) {
+      await liveRounds(server.url, db, (broker ?? sink)!, args);
       return;
     }
     const results: Record<'a' | 'b', Drain[]> = { a: [], b: [] };
@@ -165,36 +166,43 @@ async function main() {
 const server_ = (d: Drain) =>
   Number.isNaN(d.brokerCpuSeconds) ? '' : `, server ${us(d.brokerCpuSeconds, rows).toFixed(1)} µs/event`;
 
-/** --live: interleaved live runs of a and b (one fresh slot and topic each), after an uncounted one. */
+/**
+ * --live: interleaved live runs of a and b (one fresh slot and aggregate type each: a topic of its
+ * own for Kafka), after an uncounted one.
+ */
 async function liveRounds(
   url: string,
   db: pg.Client,
-  broker: LocalKafkaCluster,
+  target: LocalKafkaCluster | BenchSink,
   args: string[],
 ): Promise<void> {
-  const kafka = broker.client('ab-live');
-  const admin = kafka.admin();
-  await admin.connect();
+  const broker = target instanceof LocalKafkaCluster ? target : null;
+  const sink = broker ? null : (target as BenchSink);
+  const kafka = broker?.client('ab-live');
+  const admin = kafka?.admin();
+  await admin?.connect();
   type Run = { dist: Dist; cpuUs: number; missing: number };
   const results: Record<'a' | 'b', Run[]> = { a: [], b: [] };
   let n = 0;
   const run = async (v: 'a' | 'b', seconds: number): Promise<Run> => {
     const name = `live_${v}_${n++}`;
     await createSlots(db, [name]);
-    await createLogAppendTopic(admin, `outbox.event.${name}`);
+    if (admin) await createLogAppendTopic(admin, `outbox.event.${name}`);
     const relay = startRelay(url, name, [...args, ...relayArgs[v]], cli(variants[v]), nodeArgs[v]);
     try {
       await relay.streaming;
       const cpu0 = cpuSeconds(relay.child.pid!);
-      const live = await measureLive(
-        kafka,
-        url,
-        `outbox.event.${name}`,
-        name,
-        liveRate,
-        seconds,
-        jitQuiet([broker.pidOf(1) ?? 0].filter(Boolean)),
-      );
+      const live = broker
+        ? await measureLive(
+            kafka!,
+            url,
+            `outbox.event.${name}`,
+            name,
+            liveRate,
+            seconds,
+            jitQuiet([broker.pidOf(1) ?? 0].filter(Boolean)),
+          )
+        : await measureLiveWith(sink!.liveReader(name), url, name, liveRate, seconds);
       const cpu = cpuSeconds(relay.child.pid!) - cpu0;
       return {
         dist: live.dist,
@@ -229,7 +237,7 @@ async function liveRounds(
       );
     }
   } finally {
-    await admin.disconnect();
+    await admin?.disconnect();
   }
 }
 

@@ -32,7 +32,6 @@ const RESERVED = /^nats-/i;
  */
 const checkedNames = new Set<string>();
 const MAX_CHECKED_NAMES = 1024;
-const CR_LF = /[\r\n]/;
 
 /** The header block of one message: the row's headers in their order, then Nats-Msg-Id. */
 export function headerBlock(headers: Record<string, string>, msgId: string): MsgHdrs {
@@ -60,7 +59,10 @@ function checkName(k: string): void {
 
 /** The value as MsgHdrsImpl keeps it (trimmed); trim() only when an end is not plain ASCII. */
 function value(v: string): string {
-  if (CR_LF.test(v)) throw new Error('header values cannot contain \\r or \\n');
+  // indexOf, not /[\r\n]/.test: a regular expression run per header value was 0.5 – 0.7 % of the
+  // relay's busy time in a bulk drain (--cpu-prof).
+  if (v.indexOf('\r') !== -1 || v.indexOf('\n') !== -1)
+    throw new Error('header values cannot contain \\r or \\n');
   const n = v.length;
   if (n === 0) return v;
   const a = v.charCodeAt(0);

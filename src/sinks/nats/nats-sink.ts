@@ -157,8 +157,10 @@ export class NatsSink implements Sink {
   }
 
   async #publish(batch: readonly OutboundMessage[]): Promise<void> {
-    await this.#connect();
-    for (const subject of new Set(batch.map((m) => m.topic))) await this.#checkSubject(subject);
+    // Awaited only when there is something to wait for: a live stream's batches are an event or
+    // two, and each await of an async call is a promise and a microtask turn more per batch.
+    if (!this.#nc || this.#nc.isClosed()) await this.#connect();
+    for (const m of batch) if (!this.#checked.has(m.topic)) await this.#checkSubject(m.topic);
     const acks = this.#acks!;
     const failures = await sendInLanes(
       batch,

@@ -1,9 +1,9 @@
 import { jetstream } from '@nats-io/jetstream';
-import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type NatsConnection, type NatsConnectionImpl } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ThrowawayNats } from '../../../test/support/nats-server.ts';
 import { classifyNatsError } from './nats-errors.ts';
-import { PubAcks } from './pub-acks.ts';
+import { hpubFrame, PubAcks } from './pub-acks.ts';
 
 /**
  * The fast path against the library it replaces, on a throwaway nats-server: the same PubAck, the
@@ -20,6 +20,8 @@ const msgId = (id: string) => {
   h.set('Nats-Msg-Id', id);
   return h;
 };
+
+const encoded = (h: unknown) => (h as { encode(): Uint8Array }).encode();
 
 /** What a publish came to, as the sink sees it: the PubAck's fields, or the error's class and reason. */
 async function outcome(p: Promise<{ stream: string; seq: number; duplicate: boolean }>) {
@@ -97,6 +99,50 @@ describe('PubAcks', () => {
     const noneLib = await lib('pa.nobody', 'n1');
     expect(noneLib).toMatchObject({ class: 'transient', name: 'JetStreamNotEnabled' });
     expect(await fast('pa.nobody', 'n2')).toEqual(noneLib);
+  });
+
+  it('writes the frame nc.publish() hands to the connection: ASCII and UTF-8 subjects, empty and binary payloads', () => {
+    const p = (nc as NatsConnectionImpl).protocol;
+    const send = p.sendCommand;
+    let written: Buffer | null = null;
+    p.sendCommand = (cmd, ...payloads) => {
+      written = Buffer.concat([typeof cmd === 'string' ? Buffer.from(cmd) : cmd, ...payloads]);
+    };
+    try {
+      const cases: [string, Uint8Array][] = [
+        ['outbox.event.Order', Buffer.from('{"id":1}')],
+        ['outbox.event.Bestellung-ü', new Uint8Array(0)],
+        ['a.b', Uint8Array.from([0, 13, 10, 255])],
+      ];
+      for (const [subject, data] of cases) {
+        const h = msgId('0b6c1f6e-2f4a-4e0b-9a51-6d1c8f3b2a10');
+        nc.publish(subject, data, { reply: '_INBOX.x.1z', headers: h });
+        expect(hpubFrame(subject, '_INBOX.x.1z', encoded(h), data)).toEqual(written);
+      }
+    } finally {
+      p.sendCommand = send;
+    }
+  });
+
+  it("what nc.publish() refuses is refused with its error: a message over the server's max_payload, a subject with a space", async () => {
+    const lib = (subject: string, size: number) => {
+      try {
+        nc.publish(subject, new Uint8Array(size), { headers: msgId('m') });
+        return 'published';
+      } catch (e) {
+        const c = classifyNatsError(e);
+        return { class: c.class, reason: c.reason, name: (e as Error).name };
+      }
+    };
+    const max = nc.info!.max_payload;
+    expect(lib('pa.ok', max + 1)).toMatchObject({ class: 'permanent', reason: 'MAX_PAYLOAD' });
+    expect(await outcome(acks.publish('pa.ok', new Uint8Array(max + 1), msgId('m1')))).toEqual(
+      lib('pa.ok', max + 1),
+    );
+    expect(await outcome(acks.publish('pa ok', new Uint8Array(1), msgId('m2')))).toEqual(lib('pa ok', 1));
+    expect(await outcome(acks.publish('pa.ok', new Uint8Array(1), msgId('m3')))).toMatchObject({
+      stream: 'PA',
+    });
   });
 
   it('a server that does not answer: TimeoutError (transient) after the timeout, and the next publish works', async () => {

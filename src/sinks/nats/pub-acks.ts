@@ -18,6 +18,17 @@
  * reply with status 503 and no data (no responders: no stream listens, or its server restarts)
  * raises JetStreamNotEnabled; no reply within the timeout raises TimeoutError; a closed
  * connection fails what is pending. The test (pub-acks.test.ts) compares both paths' answers.
+ *
+ * The message goes out as one HPUB frame built here (hpubFrame) and handed to the connection's
+ * own outbound buffer (ProtocolHandler.sendCommand: the same buffering, flushing and re-sending
+ * after a reconnect as nc.publish()). Measured reason: nc.publish() encodes each message's
+ * "HPUB …" line with TextEncoder.encode, which allocates an ArrayBuffer of its own per call —
+ * ~2.3 µs against ~0.2 µs for the same line written into a pooled Buffer (a micro-benchmark on
+ * this machine), and its external memory is the garbage collector's work afterwards. Anything
+ * unusual — a closed or draining connection, no server INFO yet, a server without headers, a
+ * message over max_payload, a subject the library would refuse — takes nc.publish(), so its
+ * errors are the library's own. The test compares the frame with the bytes nc.publish() hands
+ * to sendCommand.
  */
 import { BaseApiClientImpl, jserrors, type PubAck } from '@nats-io/jetstream/internal';
 import {
@@ -26,6 +37,7 @@ import {
   type Msg,
   type MsgHdrs,
   type NatsConnection,
+  type NatsConnectionImpl,
   type Subscription,
 } from '@nats-io/transport-node';
 
@@ -40,6 +52,32 @@ interface Pending {
 /** One decoder for every PubAck (parseJsResponse builds a TextDecoder per message). */
 const TD = new TextDecoder();
 
+/** A message's header block as nc.publish() writes it (MsgHdrsImpl.encode(): not in the public type). */
+const encoded = (h: MsgHdrs): Uint8Array => (h as unknown as { encode(): Uint8Array }).encode();
+
+/** What nc.publish() refuses in a subject (NatsConnectionImpl._check). */
+const WHITESPACE = /[ \n\r\t]/;
+const MAX_SUBJECTS = 1024;
+
+/**
+ * The bytes nc.publish(subject, data, { reply, headers }) writes (ProtocolHandler.publish):
+ * `HPUB <subject> <reply> <header bytes> <total bytes>\r\n<headers><data>\r\n`, in one Buffer
+ * (from Node's pool for a small message).
+ */
+export function hpubFrame(subject: string, reply: string, headers: Uint8Array, data: Uint8Array): Buffer {
+  const hlen = headers.length;
+  const len = hlen + data.length;
+  const line = `HPUB ${subject} ${reply} ${hlen} ${len}\r\n`;
+  const at = Buffer.byteLength(line);
+  const frame = Buffer.allocUnsafe(at + len + 2);
+  frame.write(line, 0);
+  frame.set(headers, at);
+  frame.set(data, at + hlen);
+  frame[at + len] = 13;
+  frame[at + len + 1] = 10;
+  return frame;
+}
+
 export class PubAcks {
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
@@ -47,6 +85,8 @@ export class PubAcks {
   readonly #sub: Subscription;
   readonly #parser: BaseApiClientImpl;
   readonly #pending = new Map<string, Pending>();
+  /** Subjects found acceptable to nc.publish() (bounded as header-block.ts' names). */
+  readonly #subjects = new Set<string>();
   #next = 0;
   #sweep: NodeJS.Timeout | null = null;
 
@@ -69,11 +109,34 @@ export class PubAcks {
     this.#pending.set(token, { done, deadline: Date.now() + this.#timeoutMs });
     this.#sweep ??= setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
     try {
-      this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
+      const reply = this.#prefix + token;
+      const h = encoded(headers);
+      const p = this.#fastPath(subject, h.length + data.length);
+      if (p) {
+        p.outMsgs++;
+        p.outBytes += h.length + data.length;
+        p.sendCommand(hpubFrame(subject, reply, h, data));
+      } else this.#nc.publish(subject, data, { reply, headers });
     } catch (e) {
       this.#pending.delete(token);
       done(e);
     }
+  }
+
+  /**
+   * The connection's protocol handler when the frame may be written directly: the checks
+   * nc.publish() makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) all
+   * pass. Otherwise null, and nc.publish() raises its own error.
+   */
+  #fastPath(subject: string, len: number): NatsConnectionImpl['protocol'] | null {
+    const p = (this.#nc as NatsConnectionImpl).protocol;
+    const info = p?.info;
+    if (!info?.headers || len > info.max_payload || p.noMorePublishing || this.#nc.isClosed()) return null;
+    if (!this.#subjects.has(subject)) {
+      if (subject.length === 0 || WHITESPACE.test(subject)) return null;
+      if (this.#subjects.size < MAX_SUBJECTS) this.#subjects.add(subject);
+    }
+    return p;
   }
 
   /** send() as a promise. */
