@@ -103,8 +103,9 @@ export function installProduceEncoder(): boolean {
  * once. kafkajs' own builder of a version requires both modules each time it is called — two
  * `require` calls per Produce request, each a path resolution through Node's module cache: 1.5 %
  * of the relay's busy time in live mode, where every commit is a request of its own
- * (docs/benchmarks.md, "Live mode"). The same calls with the same arguments otherwise
- * (src/protocol/requests/produce/index.js). A version whose modules are not found keeps kafkajs'.
+ * (docs/benchmarks.md, "Live mode: where the CPU per commit went"). The same calls with the same
+ * arguments otherwise (src/protocol/requests/produce/index.js). A version whose modules are not
+ * found keeps kafkajs'.
  */
 function versionBuilders(versions: string[]): Map<number, RequestBuilder> {
   const builders = new Map<number, RequestBuilder>();

@@ -107,7 +107,8 @@ export class MessageQueue {
   /**
    * One waiter at a time. A live stream waits once per commit: the abort listener is added once
    * per signal (#listen), not per wait — an EventTarget listener added and removed per commit
-   * was a measurable part of the live path (docs/benchmarks.md, "Live mode").
+   * was a measurable part of the live path (docs/benchmarks.md, "Live mode: where the CPU per
+   * commit went").
    */
   #wait(atLeast: number, onNudge: boolean, ms: number, signal: AbortSignal): Promise<void> {
     this.#listen(signal);
