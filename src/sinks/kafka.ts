@@ -23,6 +23,7 @@ import { patchedKafkaClass } from './kafkajs-client.ts';
 import { logCreator } from './kafkajs-log.ts';
 import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
 import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
+import { installRequestQueueCheck } from './kafkajs-request-queue.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { MissingTopics } from './missing-topics.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
@@ -184,6 +185,11 @@ export class KafkaSink implements Sink {
     if (!installProduceEncoder())
       log.warn(
         'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
+      );
+    // No 1 ms timer per connection while nothing waits (src/sinks/kafkajs-request-queue.ts).
+    if (!installRequestQueueCheck())
+      log.warn(
+        "this kafkajs does not look as expected: its request queue's idle timer runs (1,000 wake-ups a second per connection)",
       );
     // kafkajs' client with the relay's sendMessages (src/sinks/kafkajs-send-messages.ts): a
     // partition is sent until a response acknowledges it, even after its leader moved.

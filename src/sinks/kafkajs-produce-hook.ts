@@ -64,9 +64,10 @@ export function installProduceEncoder(): boolean {
   if (typeof produce?.protocol !== 'function' || typeof Encoder !== 'function') return false;
   if (produce.protocol[FAST]) return (installed = true);
   const original = produce.protocol;
+  const builders = versionBuilders(Array.isArray(produce.versions) ? produce.versions : []);
   const wrapped = ((opts: { version: number }) => {
-    const build = original(opts) as RequestBuilder | undefined;
     const version = Number(opts.version);
+    const build = (builders.get(version) ?? original(opts)) as RequestBuilder | undefined;
     if (typeof build !== 'function') return build;
     return (args: Parameters<RequestBuilder>[0]) => {
       requestsBuilt++;
@@ -95,6 +96,47 @@ export function installProduceEncoder(): boolean {
   framingWithoutCopies(Encoder);
   installed = true;
   return true;
+}
+
+/**
+ * kafkajs' Produce builders for versions 3 to 7, with their request and response modules required
+ * once. kafkajs' own builder of a version requires both modules each time it is called — two
+ * `require` calls per Produce request, each a path resolution through Node's module cache: 1.5 %
+ * of the relay's busy time in live mode, where every commit is a request of its own
+ * (docs/benchmarks.md, "Live mode: where the CPU per commit went"). The same calls with the same
+ * arguments otherwise (src/protocol/requests/produce/index.js). A version whose modules are not
+ * found keeps kafkajs'.
+ */
+function versionBuilders(versions: string[]): Map<number, RequestBuilder> {
+  const builders = new Map<number, RequestBuilder>();
+  for (const v of versions.map(Number)) {
+    if (v < 3 || v > 7) continue;
+    let request: (args: object) => ReturnType<RequestBuilder>['request'];
+    let response: unknown;
+    try {
+      request = require(`kafkajs/src/protocol/requests/produce/v${v}/request.js`);
+      response = require(`kafkajs/src/protocol/requests/produce/v${v}/response.js`);
+    } catch {
+      continue;
+    }
+    if (typeof request !== 'function') continue;
+    builders.set(
+      v,
+      ({ acks, timeout, compression, topicData, transactionalId, producerId, producerEpoch }) => ({
+        request: request({
+          acks,
+          timeout,
+          compression,
+          topicData,
+          transactionalId,
+          producerId,
+          producerEpoch,
+        }),
+        response,
+      }),
+    );
+  }
+  return builders;
 }
 
 const ROOM = Symbol.for('pg-outbox-relay.framingRoom');

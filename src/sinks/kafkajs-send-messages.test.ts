@@ -186,6 +186,31 @@ describe("the relay's sendMessages (kafkajs-send-messages.ts)", () => {
     expect(ledger.unacknowledged(responses)).toEqual(['t/0']);
   });
 
+  it("skips kafkajs' addMultipleTargetTopics only when it would change nothing (topics known, metadata loaded)", async () => {
+    const world = fakeCluster({ partitions: 3, dies: 0, movesTo: 0 });
+    const added: string[][] = [];
+    const cluster = {
+      ...world.cluster,
+      targetTopics: new Set(['t']),
+      brokerPool: { metadata: null as object | null },
+      async addMultipleTargetTopics(topics: string[]) {
+        added.push(topics);
+      },
+    };
+    const send = createSendMessages({
+      logger: quietLogger,
+      cluster: cluster as never,
+      partitioner: byKeyNumber,
+      eosManager: world.eosManager as never,
+      retrier: createRetry({ retries: 0 }),
+    });
+    await send({ acks: -1, topicMessages: [{ topic: 't', messages }] }); // no metadata yet
+    cluster.brokerPool.metadata = {};
+    await send({ acks: -1, topicMessages: [{ topic: 't', messages }] }); // nothing to add
+    await send({ acks: -1, topicMessages: [{ topic: 'u', messages }] }); // a new topic
+    expect(added).toEqual([['t'], ['u']]);
+  });
+
   it("is what the relay's kafkajs client uses, and leaves kafkajs' modules as they were for everyone else", () => {
     const Client = patchedKafkaClass();
     expect(Client).not.toBeNull();

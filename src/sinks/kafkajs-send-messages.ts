@@ -47,6 +47,9 @@ interface Cluster {
   isConnected(): boolean;
   connect(): Promise<void>;
   removeBroker(args: { host: string; port: number }): void;
+  /** kafkajs' topics whose metadata the cluster keeps, and that metadata (read only: knownTargets). */
+  targetTopics?: Set<string>;
+  brokerPool?: { metadata?: unknown };
 }
 
 interface EosManager {
@@ -236,7 +239,8 @@ export function createSendMessages({
     };
 
     return retrier(async (bail, retryCount, retryTime) => {
-      await cluster.addMultipleTargetTopics(topicMessages.map(({ topic }) => topic));
+      if (!knownTargets(cluster, topicMessages))
+        await cluster.addMultipleTargetTopics(topicMessages.map(({ topic }) => topic));
       try {
         await attempt();
         return expectResponse ? [...done.values()].flatMap((m) => [...m.values()]) : [];
@@ -274,6 +278,18 @@ export function createSendMessages({
       }
     });
   };
+}
+
+/**
+ * Whether kafkajs' addMultipleTargetTopics would do nothing: every topic is a target already and
+ * the metadata is loaded (it then only takes and releases its lock, and copies the set of topics:
+ * per request, which in live mode is per commit). Anything else goes through it as before.
+ */
+function knownTargets(cluster: Cluster, topicMessages: { topic: string }[]): boolean {
+  const targets = cluster.targetTopics;
+  if (!(targets instanceof Set) || !cluster.brokerPool?.metadata) return false;
+  for (const { topic } of topicMessages) if (!targets.has(topic)) return false;
+  return true;
 }
 
 /**

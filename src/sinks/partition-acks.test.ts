@@ -42,6 +42,29 @@ describe('PartitionLedger', () => {
     l.begin();
     expect(l.unacknowledged([])).toEqual([]);
   });
+
+  it('agrees with the plain rule for random assignments and responses, few or many', () => {
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const l = new PartitionLedger();
+    for (let round = 0; round < 500; round++) {
+      l.begin();
+      for (let i = rand(6); i >= 0; i--) l.record(`t${rand(3)}`, rand(20));
+      const responses = Array.from({ length: rand(30) }, () => ({
+        topicName: `t${rand(3)}`,
+        partition: rand(20),
+        errorCode: rand(8) === 0 ? 6 : 0,
+        baseOffset: rand(8) === 0 ? '-1' : String(rand(1000)),
+      }));
+      const acked = new Set(
+        responses.filter((r) => acknowledges(r)).map((r) => `${r.topicName}/${r.partition}`),
+      );
+      expect(l.unacknowledged(responses)).toEqual(l.assigned().filter((tp) => !acked.has(tp)));
+    }
+  });
 });
 
 /**

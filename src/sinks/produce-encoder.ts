@@ -50,10 +50,24 @@ const MAGIC = 2;
 /** Batch header after the length field: leader epoch, magic, crc, attributes … first sequence, record count. */
 const BATCH_HEADER = 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
 
+/**
+ * The last numeric string toBigInt converted, and its value: kafkajs passes the producer id as a
+ * string, the same one on every request of a producer (a regular expression and a BigInt per
+ * request otherwise: live mode sends a request per commit).
+ */
+let lastString = '';
+let lastValue: bigint | null = null;
+
 function toBigInt(v: Int64): bigint | null {
   if (typeof v === 'bigint') return v;
   if (typeof v === 'number') return Number.isSafeInteger(v) ? BigInt(v) : null;
-  if (typeof v === 'string') return /^-?\d{1,19}$/.test(v) ? BigInt(v) : null;
+  if (typeof v === 'string') {
+    if (v !== lastString) {
+      lastValue = /^-?\d{1,19}$/.test(v) ? BigInt(v) : null;
+      lastString = v;
+    }
+    return lastValue;
+  }
   if (v !== null && typeof v === 'object' && typeof v.value === 'bigint') return v.value;
   return null;
 }

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { TxnEntry } from '../replication/ack-tracker.ts';
 import type { OutboundMessage } from '../route/event.ts';
@@ -148,6 +149,26 @@ describe('MessageQueue', () => {
     const ac = new AbortController();
     const p = q.wait(5, 10_000, ac.signal);
     ac.abort();
+    await p;
+  });
+
+  it('listens to a signal once however many waits use it; its abort wakes the waiter of that signal only', async () => {
+    const q = new MessageQueue();
+    const ac = new AbortController();
+    for (let i = 0; i < 3; i++) {
+      const p = q.wait(1, Number.POSITIVE_INFINITY, ac.signal);
+      q.push(msg(1));
+      await p;
+      q.take(10, 1000);
+    }
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
+    const other = new AbortController();
+    let woken = false;
+    const p = q.wait(1, Number.POSITIVE_INFINITY, other.signal).then(() => (woken = true));
+    ac.abort();
+    await new Promise((r) => setImmediate(r));
+    expect(woken).toBe(false);
+    other.abort();
     await p;
   });
 });

@@ -13,7 +13,7 @@ export interface Pending extends BatchItem {
 export class MessageQueue {
   #items: Pending[] = [];
   #head = 0;
-  #waiter: { atLeast: number; onNudge: boolean; wake: () => void } | null = null;
+  #waiter: Waiter | null = null;
 
   get length(): number {
     return this.#items.length - this.#head;
@@ -92,7 +92,7 @@ export class MessageQueue {
     return out;
   }
 
-  /** Resolves once at least `atLeast` messages are queued, when ms pass, or on abort. */
+  /** Resolves once at least `atLeast` messages are queued, when ms pass (never: Infinity), or on abort. */
   wait(atLeast: number, ms: number, signal: AbortSignal): Promise<void> {
     if (this.length >= atLeast || signal.aborted) return Promise.resolve();
     return this.#wait(atLeast, false, ms, signal);
@@ -104,21 +104,49 @@ export class MessageQueue {
     return this.#wait(this.length + 1, true, ms, signal);
   }
 
+  /**
+   * One waiter at a time. A live stream waits once per commit: the abort listener is added once
+   * per signal (#listen), not per wait — an EventTarget listener added and removed per commit
+   * was a measurable part of the live path (docs/benchmarks.md, "Live mode: where the CPU per
+   * commit went").
+   */
   #wait(atLeast: number, onNudge: boolean, ms: number, signal: AbortSignal): Promise<void> {
+    this.#listen(signal);
     return new Promise((resolve) => {
-      const waiter = {
+      const waiter: Waiter = {
         atLeast,
         onNudge,
+        signal,
         wake: () => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', waiter.wake);
+          if (timer) clearTimeout(timer);
           if (this.#waiter === waiter) this.#waiter = null;
           resolve();
         },
       };
-      const timer = setTimeout(waiter.wake, Math.max(0, ms));
-      signal.addEventListener('abort', waiter.wake, { once: true });
+      const timer = ms === Number.POSITIVE_INFINITY ? null : setTimeout(waiter.wake, Math.max(0, ms));
       this.#waiter = waiter;
     });
   }
+
+  /** Signals already listened to: their abort wakes the waiter that waits with them. */
+  readonly #listening = new WeakSet<AbortSignal>();
+
+  #listen(signal: AbortSignal): void {
+    if (this.#listening.has(signal)) return;
+    this.#listening.add(signal);
+    signal.addEventListener(
+      'abort',
+      () => {
+        if (this.#waiter?.signal === signal) this.#waiter.wake();
+      },
+      { once: true },
+    );
+  }
+}
+
+interface Waiter {
+  atLeast: number;
+  onNudge: boolean;
+  signal: AbortSignal;
+  wake: () => void;
 }

@@ -447,7 +447,8 @@ export class ReplicationSession {
     };
     let busy = false;
     while (!signal.aborted) {
-      if (this.#queue.length === 0) await this.#queue.wait(1, 1000, signal);
+      // Woken by the next push or by the abort: no timer per wait (a live stream waits per commit).
+      if (this.#queue.length === 0) await this.#queue.wait(1, Number.POSITIVE_INFINITY, signal);
       if (signal.aborted) break;
       if (this.#queue.length === 0) continue;
       // Adaptive linger: an idle stream's events go out at once (a lone commit is not held back
