@@ -68,69 +68,31 @@ export async function decideBatch(
     const groups = byDestinationIfAggregatesStay(batch, indexes, destinationOf(d));
     if (groups.length > 1) {
       for (const group of groups)
-        if ((await decideEvents(d, batch, group, outcomes, signal)) === null) return null;
+        if (!(await bisect(d, batch, group, outcomes, signal))) return givenUp(d, batch, outcomes);
       return outcomes;
     }
   }
-  return decideEvents(d, batch, indexes, outcomes, signal, all);
+  return (await bisect(d, batch, indexes, outcomes, signal, all)) ? outcomes : givenUp(d, batch, outcomes);
+}
+
+/** Aborted: the decisions taken so far are given up (decisionsDone); null for decideBatch. */
+function givenUp(d: OutcomeDeps, batch: readonly BatchItem[], outcomes: Outcome[]): null {
+  decisionsDone(d, batch, outcomes);
+  return null;
 }
 
 /**
- * Decides `indexes` of the batch (one topic's, or all of a batch with a refusal): sent together
- * once (unless `refused` already says how that went); when refused for good, the refused events
- * are found by halving, in order (bisect), so strict ordering can park the later events of a
- * failed aggregate before they go out. A refusal of the topic itself (missing, not authorized)
- * when the events are for one topic is every event's: sent one by one, each would be refused the
- * same way, after ~1.4 s of kafkajs metadata retries each.
- */
-async function decideEvents(
-  d: OutcomeDeps,
-  batch: readonly BatchItem[],
-  indexes: number[],
-  outcomes: Outcome[],
-  signal: AbortSignal,
-  refused?: Classified,
-): Promise<Outcome[] | null> {
-  let all: true | Classified | null | undefined = refused;
-  if (all === undefined) {
-    all = await publishUntilDecided(
-      d,
-      indexes.map((i) => batch[i]!.message),
-      signal,
-    );
-    if (all === null) {
-      decisionsDone(d, batch, outcomes);
-      return null;
-    }
-    if (all === true) {
-      for (const i of indexes) outcomes[i] = PUBLISHED;
-      return outcomes;
-    }
-  }
-  const destination = destinationOf(d);
-  const first = destination(batch[indexes[0]!]!.message);
-  if (all.destinationWide === true && indexes.every((i) => destination(batch[i]!.message) === first)) {
-    for (const i of indexes) {
-      if (park(d, batch, i, outcomes)) continue;
-      fail(d, batch, i, outcomes, all);
-    }
-    return outcomes;
-  }
-  if (!(await bisect(d, batch, indexes, outcomes, signal, all))) {
-    // Aborted mid-way: the decisions taken so far are never written.
-    decisionsDone(d, batch, outcomes);
-    return null;
-  }
-  return outcomes;
-}
-
-/**
- * Decides `indexes` (consecutive in stream order) whose publish together was `refused`: each half
- * in turn, the first wholly decided before the second is sent — a half that goes through holds no
- * refused event; a refused one is halved again, down to the single events that fail. The events
- * of an aggregate that failed meanwhile are parked (strict ordering) before their half is sent.
- * One refused event among n costs about 2·log2(n) publishes instead of n: in exactly-once mode
- * each is a Kafka transaction, and a transaction holds up to thousands of events. false = aborted.
+ * Decides `indexes` (consecutive in stream order): sent together (or `refused` already, when
+ * that is how their publish together went); when refused for good, each half in turn, the first
+ * wholly decided before the second is sent — a half that goes through holds no refused event; a
+ * refused one is halved again, down to the single events that fail. One refused event among n
+ * costs about 2·log2(n) publishes instead of n: in exactly-once mode each is a Kafka transaction,
+ * and a transaction holds up to thousands of events. The events of an aggregate that failed
+ * meanwhile are parked (strict ordering) before their half is sent. A refusal of the destination
+ * itself (missing, not authorized: the sink's table says destinationWide) when the events are
+ * all for that destination is every event's: they fail without being sent alone — each would be
+ * refused the same way (a missing Kafka topic after ~1.4 s of kafkajs metadata retries each).
+ * false = aborted.
  */
 async function bisect(
   d: OutcomeDeps,
@@ -154,8 +116,13 @@ async function bisect(
     for (const i of send) outcomes[i] = PUBLISHED;
     return true;
   }
-  if (send.length === 1) {
-    fail(d, batch, send[0]!, outcomes, result);
+  const destination = destinationOf(d);
+  const first = destination(batch[send[0]!]!.message);
+  if (
+    send.length === 1 ||
+    (result.destinationWide === true && send.every((i) => destination(batch[i]!.message) === first))
+  ) {
+    for (const i of send) if (!park(d, batch, i, outcomes)) fail(d, batch, i, outcomes, result);
     return true;
   }
   const mid = send.length >> 1;
