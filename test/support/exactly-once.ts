@@ -59,12 +59,22 @@ export async function dropRelaySessions(db: TestDatabase): Promise<void> {
 }
 
 /**
- * SIGCONT for a SIGSTOPped relay: its exit code or signal, or 'running' if it has not exited
- * within 120 s (generous: on a loaded machine a resumed process may wait long for a core).
+ * SIGCONT for a SIGSTOPped relay whose slot and lock were taken over: its exit code (75 when a
+ * request of its open transaction tells it it was fenced), 'standby' when it learns of the
+ * takeover from its database sessions first (its Kafka requests timed out while it was frozen,
+ * so it never sends another: it stands by for the lock, and would read the successor's progress
+ * record — and exit 75 — before publishing anything), or 'running' if neither within 120 s
+ * (generous: on a loaded machine a resumed process may wait long for a core).
  */
-export async function resumeAndAwaitExit(r: RelayProcess): Promise<number | string> {
+export async function resumeZombie(r: RelayProcess): Promise<number | string> {
   r.kill('SIGCONT');
-  return Promise.race([r.exited, new Promise<string>((res) => setTimeout(() => res('running'), 120_000))]);
+  return Promise.race([
+    r.exited,
+    r.waitForLog(/standby: another process is active on the slot/, 120_000).then(
+      () => 'standby',
+      () => 'running',
+    ),
+  ]);
 }
 
 export function rng(seed: number) {
