@@ -329,8 +329,10 @@ async function main() {
     for (const m of perMinute)
       writeFileSync(samplesFile, `${JSON.stringify({ kind: 'minute', ...m })}\n`, { flag: 'a' });
     const restartMinutes = [Math.floor(restartMinute)];
-    const drift = p99Drift(perMinute, minutes, restartMinutes);
-    const withRestart = p99Drift(perMinute, minutes);
+    // Minute 0 is the relay's start-up (JIT, the broker's first produces) while the writer already
+    // commits at full rate: left out like the live bench's warm-up, and reported apart.
+    const drift = p99Drift(perMinute, minutes, [0, ...restartMinutes]);
+    const withRestart = p99Drift(perMinute, minutes, [0]);
     const rss = samples.map((s) => ({ t: s.t, y: s.rss_mb }));
     const heap = samples.map((s) => ({ t: s.t, y: s.heap_mb }));
     const finite = (xs: number[]) => xs.filter(Number.isFinite);
@@ -358,6 +360,7 @@ async function main() {
       soak_p99_baseline_ms: round(drift.baseline, 2),
       soak_p99_worst_minute_ms: round(drift.worst, 2),
       soak_p99_drift_with_restart: round(withRestart.drift, 2),
+      soak_p99_first_minute_ms: round(perMinute.find((m) => m.minute === 0)?.p99 ?? Number.NaN, 2),
       soak_progress_ranges_max: Math.max(0, ...samples.map((s) => s.progress_ranges)),
       soak_progress_bytes_max: Math.max(0, ...samples.map((s) => s.progress_bytes)),
       soak_progress_statement_ms_first_last: [
