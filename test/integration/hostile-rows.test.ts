@@ -2,7 +2,13 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { migrateDb, orderViolations, type RelayProcess, spawnRelay } from '../support/relay.ts';
+import {
+  fastFailureArgs,
+  migrateDb,
+  orderViolations,
+  type RelayProcess,
+  spawnRelay,
+} from '../support/relay.ts';
 
 /**
  * Rows are hostile input (issue 10, item 3; design.md §7). The test's own outbox table has lost
@@ -134,16 +140,7 @@ afterAll(async () => {
 
 describe('hostile rows', () => {
   it('each ends dead (discarded when PostgreSQL cannot index it) with a reason naming the column; good rows around them are published in order; the relay runs on', async () => {
-    relay = spawnRelay(db, kafka, [
-      '--max-attempts',
-      '2',
-      '--failure-backoff-ms',
-      '100',
-      '--failure-backoff-max-ms',
-      '200',
-      '--sweep-interval-ms',
-      '100',
-    ]);
+    relay = spawnRelay(db, kafka, fastFailureArgs(100));
     await relay.waitForLog(/streaming from the slot/);
 
     // Three transactions; in each, good events of one key interleaved with hostile rows.

@@ -6,6 +6,7 @@ import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
+  fastFailureArgs,
   insertEvents,
   migrateDb,
   slotOf,
@@ -24,22 +25,7 @@ let kafka: KafkaHarness;
 let relay: Relay | null = null;
 
 async function startRelay(): Promise<void> {
-  const config = testConfig(
-    db,
-    [
-      '--ordering',
-      'strict',
-      '--max-attempts',
-      '2',
-      '--failure-backoff-ms',
-      '100',
-      '--failure-backoff-max-ms',
-      '200',
-      '--sweep-interval-ms',
-      '100',
-    ],
-    kafka,
-  );
+  const config = testConfig(db, ['--ordering', 'strict', ...fastFailureArgs(100)], kafka);
   relay = await startRelayInProcess(config, new KafkaSink(config, silentLogger()));
   await waitFor(() => relay!.state === 'streaming', { message: 'relay streaming' });
 }

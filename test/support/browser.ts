@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
+import { fastFailureArgs } from './relay.ts';
 
 /** Debian's Chromium (`apt-get install chromium`): the console's browser tests drive it with playwright-core. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -29,17 +30,5 @@ export function launchChromium(): Promise<Browser> {
 export function consoleRelayArgs(token: string): string[] {
   const dir = mkdtempSync(join(tmpdir(), 'console-test-'));
   writeFileSync(join(dir, 'token'), `${token}\n`, { mode: 0o600 });
-  return [
-    '--console',
-    '--console-token-file',
-    join(dir, 'token'),
-    '--max-attempts',
-    '2',
-    '--failure-backoff-ms',
-    '100',
-    '--failure-backoff-max-ms',
-    '200',
-    '--sweep-interval-ms',
-    '200',
-  ];
+  return ['--console', '--console-token-file', join(dir, 'token'), ...fastFailureArgs(200)];
 }

@@ -101,6 +101,23 @@ function baseArgs(db: { url: string; name: string }): string[] {
   ];
 }
 
+/**
+ * The failure lifecycle at test speed: an event is dead after 2 attempts, retried after 100 –
+ * 200 ms, by a sweeper passing every `sweepMs`.
+ */
+export function fastFailureArgs(sweepMs: number): string[] {
+  return [
+    '--max-attempts',
+    '2',
+    '--failure-backoff-ms',
+    '100',
+    '--failure-backoff-max-ms',
+    '200',
+    '--sweep-interval-ms',
+    String(sweepMs),
+  ];
+}
+
 /** Slot names are cluster-wide: each test database gets its own (its name is unique). */
 export function slotOf(db: { name: string }): string {
   return db.name;
