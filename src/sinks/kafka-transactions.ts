@@ -214,13 +214,13 @@ export class TransactionalPublisher {
   /**
    * One transaction: the batch (`requests`: its produce requests, in stream order) and the
    * progress record; resolves once Kafka committed it.
-   * `ids`: the batch's outbox ids the progress record must cover from now on ([] for the
-   * sweeper's retries and dead letters, which PostgreSQL's record already covers).
+   * `progress`: the batch's outbox ids join the progress record from now on (the stream's
+   * batches; not the sweeper's retries and dead letters, which PostgreSQL's record covers).
    */
   async publish(
     batch: readonly { event: { id: string } }[],
     requests: { topic: string; messages: Message[] }[][],
-    ids: readonly string[],
+    progress: boolean,
     send: { timeout: number; compression: CompressionTypes },
     ledger: PartitionLedger,
   ): Promise<void> {
@@ -230,7 +230,7 @@ export class TransactionalPublisher {
     if (u && this.#lastToken === u.token && u.key === batchKey(batch)) return;
     // A stream batch sent again after a part of it committed (a transaction cut by time, below,
     // then a failure): what Kafka holds is not sent again.
-    if (ids.length > 0 && this.#pending.size > 0 && ids.some((id) => this.#pending.has(id)))
+    if (progress && this.#pending.size > 0 && batch.some((m) => this.#pending.has(m.event.id)))
       requests = requests
         .map((r) =>
           r
@@ -238,7 +238,6 @@ export class TransactionalPublisher {
             .filter((t) => t.messages.length > 0),
         )
         .filter((r) => r.length > 0);
-    const progress = ids.length > 0;
     for (let i = 0; i < requests.length; )
       i = await this.#transaction(requests, i, progress, send, ledger, i === 0 ? batch : null);
   }

@@ -326,12 +326,11 @@ export class KafkaSink implements Sink {
     opts?: PublishOptions,
   ): Promise<void> {
     if (this.transactions) {
-      const ids = opts?.progress ? batch.map((m) => m.event.id) : [];
       const send = { timeout: this.#timeout, compression: this.#compression };
       // A transaction of several batches (--kafka-transaction-batches): one produce request per
       // batch's worth, in stream order, so no record batch outgrows the broker's message.max.bytes.
       const requests = requestsOf(batch, topicMessages, this.#requestBounds);
-      return this.transactions.publish(batch, requests, ids, send, this.#ledger);
+      return this.transactions.publish(batch, requests, opts?.progress === true, send, this.#ledger);
     }
     await this.#connect();
     const producer = this.#producer;
