@@ -33,7 +33,9 @@ export function startRelay(
   cli = CLI,
   nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [],
 ): RelayProcess {
-  const devnull = openSync(process.env.BENCH_RELAY_STDOUT ?? '/dev/null', 'w');
+  // BENCH_RELAY_STDOUT=file: the relays' stdout (e.g. with BENCH_NODE_ARGS=--trace-gc); a "{slot}"
+  // in it gives each relay a file of its own.
+  const devnull = openSync(process.env.BENCH_RELAY_STDOUT?.replaceAll('{slot}', slot) ?? '/dev/null', 'w');
   const extra = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const child = spawn(
     process.execPath,

@@ -10,9 +10,10 @@
  * for the broker's ack and its progress record), so a large young generation holds them without
  * letting them die young; and they all end up as old garbage, which V8 lets pile up.
  *
- * - `--semi-space-growth-factor=1`: the young generation keeps the size loading the CLI's
- *   modules gave it (16 MB; V8 may shrink it later, never grow it again). It was 128 MB within
- *   the first second of a drain, for the same CPU per event.
+ * - `--semi-space-growth-factor=1` once the young generation is 16 MB (YOUNG_GENERATION_BYTES),
+ *   2 below it: it stays at the size loading the CLI's modules gave it, and grows back to it
+ *   after V8 shrank it. Left at V8's factor it was 128 MB within the first second of a drain,
+ *   for the same CPU per event.
  * - `--heap-growing-percent=100`: the old generation is collected once it has doubled since the
  *   last collection. V8's own factor lies between 1.1 and 4, by how fast it collects and how
  *   large its heap limit is (4 with the 4 GB limit node gives it on a large machine); this one
@@ -25,10 +26,39 @@
  * `node dist/cli/main.js` or the bench do not. A node given a heap size of its own that way is
  * left as it was asked.
  */
+import { PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 
 const nodeFlags = [...process.execArgv, process.env.NODE_OPTIONS ?? ''];
 const given = (name: string) => nodeFlags.some((f) => f.includes(name));
 
-if (!given('semi-space')) v8.setFlagsFromString('--semi-space-growth-factor=1');
+/**
+ * The young generation's size the relay keeps (V8's new_space `space_size`): the size loading
+ * the CLI's modules gives it.
+ *
+ * A growth factor of 1 alone is not enough: V8 shrinks the young generation when the process
+ * allocates slowly (under 1 MB/s: a relay waiting for its first commit, a quiet night), and with
+ * a factor of 1 it never grew back. A live relay then ran on a 1 – 2 MB young generation: a
+ * scavenge every 20 – 25 ms at 2,000 commits/s, so every event in flight (waiting 10 – 20 ms
+ * for its ack and its progress record) outlived two scavenges and was promoted, and the old
+ * generation filled in ~5 s: a mark-compact every 5 s, 5 – 28 ms of pause each (`--trace-gc`,
+ * docs/benchmarks.md, "The young generation"). So after each collection, the factor is 2 while
+ * the young generation is below this size and 1 once it reached it.
+ */
+export const YOUNG_GENERATION_BYTES = 16 * 1024 * 1024;
+
+if (!given('semi-space')) {
+  v8.setFlagsFromString('--semi-space-growth-factor=1');
+  let growing = false;
+  const keep = () => {
+    const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+    const grow = young !== undefined && young.space_size < YOUNG_GENERATION_BYTES;
+    if (grow === growing) return;
+    growing = grow;
+    v8.setFlagsFromString(`--semi-space-growth-factor=${grow ? 2 : 1}`);
+  };
+  // Called after each collection (perf_hooks' 'gc' entries): V8 resizes the young generation
+  // at the next scavenge, with the factor set here.
+  new PerformanceObserver(keep).observe({ entryTypes: ['gc'] });
+}
 if (!given('old-space') && !given('heap-growing')) v8.setFlagsFromString('--heap-growing-percent=100');
