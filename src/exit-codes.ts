@@ -9,8 +9,13 @@ export const EXIT = {
   UNAVAILABLE: 69,
   /** A bug: an error the relay did not expect. */
   SOFTWARE: 70,
-  /** Exactly-once: a newer relay fenced this one's transactional producer (EX_TEMPFAIL). */
+  /**
+   * EX_TEMPFAIL. Exactly-once: a newer relay fenced this one's transactional producer. An operator
+   * command (`events resend|discard`) that lost a race: rolled back, run it again.
+   */
   FENCED: 75,
+  /** The same code (75) for an operator command's race (OpsConflictError). */
+  TEMPFAIL: 75,
   /** Bad configuration or a database that is not set up for the relay (preflight). */
   CONFIG: 78,
   /** Second signal: exit at once without draining. */

@@ -14,6 +14,7 @@ import { startHttpServer } from '../http/server.ts';
 import { stuckAfterFor } from '../observability/health.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
+import { OpsConflictError } from '../ops/input-error.ts';
 import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
@@ -317,6 +318,10 @@ function report(e: unknown, command: string | undefined): number {
     const help = e.help ? `outbox-relay ${e.help} --help` : 'outbox-relay --help';
     process.stderr.write(`outbox-relay: ${e.message}\n  usage: see \`${help}\`\n`);
     return EXIT.USAGE;
+  }
+  if (e instanceof OpsConflictError) {
+    process.stderr.write(`outbox-relay: ${e.message}\n`);
+    return EXIT.TEMPFAIL;
   }
   if (isRelayError(e) && e.code === 'CONFIG_INVALID' && !e.cause) {
     process.stderr.write(`outbox-relay: ${e.explanation}\n`);

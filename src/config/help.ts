@@ -19,8 +19,9 @@ Usage:
 
 Every command reads the same options: flags > config file (--config / OUTBOX_CONFIG, JSON or YAML) > environment > defaults.
 Exit codes: 0 ok; 64 usage (bad flag, value or argument; nothing was done); 69 unavailable (status unhealthy,
-slot invalidated, a replayed copy dead, PostgreSQL binaries missing for demo); 70 bug; 78 configuration (bad config
-file or environment, database not set up); 130 second signal.
+slot invalidated, a replayed copy dead, PostgreSQL binaries missing for demo); 70 bug; 75 try again (events
+resend/discard lost a race and changed nothing; run --delivery exactly-once fenced by a newer relay); 78 configuration
+(bad config file or environment, database not set up); 130 second signal.
 Docs: README.md, docs/configuration.md, docs/operator-cli.md, docs/operations.md`;
 
 export const COMMAND_SUMMARY: Record<Command, string> = {

@@ -12,7 +12,7 @@ import { type RelayView, readSample } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, parseFilter } from '../ops/event-filter.ts';
 import { operatorEventsOf, resolveEvents, selectTargets, showEvent, topicOfEvents } from '../ops/events.ts';
-import { OpsInputError } from '../ops/input-error.ts';
+import { OpsConflictError, OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { reasonOf, remedyFor } from '../ops/remedies.ts';
 import { countReplay } from '../ops/replay.ts';
@@ -330,6 +330,8 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       }
       return page(404, messagePage(ctx(), 'Not found', `No page at ${path}.`));
     } catch (e) {
+      // A resend/discard that lost a race (rolled back, nothing changed): look again, try again.
+      if (e instanceof OpsConflictError) return page(409, messagePage(ctx(), 'Changed meanwhile', e.message));
       if (e instanceof OpsInputError) {
         const missing = /does not exist/.test(e.message);
         return page(missing ? 404 : 400, messagePage(ctx(), missing ? 'Not found' : 'Bad input', e.message));

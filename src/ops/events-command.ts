@@ -250,7 +250,7 @@ async function resolve(
   if (ask && !(await confirm(ask, c.yes))) {
     throw new OpsInputError('not confirmed (pass --yes, or answer y on a terminal); nothing changed');
   }
-  // Guarded by status, all or nothing: if the sweeper published one meanwhile, nothing changes (64).
+  // Guarded by status, all or nothing: if the sweeper published one meanwhile, nothing changes (OpsConflictError: exit 75, run it again).
   const n = await resolveEvents(ctx.db, ctx.events, action, plan, c.resetAttempts);
   await audit(ctx, action, action === 'resend' ? { ...what, resetAttempts: c.resetAttempts } : what, n);
   report(ctx, action, n);

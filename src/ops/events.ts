@@ -9,7 +9,7 @@ import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { javaReplaceWhole } from '../route/debezium/java-regex.ts';
 import { type RouteConfig, topicFor } from '../route/router.ts';
 import { qualified } from '../store/sql-ident.ts';
-import { OpsInputError } from './input-error.ts';
+import { OpsConflictError, OpsInputError } from './input-error.ts';
 import { withClientTransaction } from './transaction.ts';
 
 /** What picks the operator's events: the table, and with --compat debezium the preset's options. */
@@ -106,8 +106,8 @@ export async function selectTargets(
 /**
  * Resend or discard exactly these events, or none: the guarded UPDATE runs in a transaction and
  * its row count must be the number of ids. Fewer means some changed status since they were
- * selected (the sweeper published one, another operator resolved it): rolled back, an operator
- * error (exit 64), nothing changed — run the command again. Returns the rows changed.
+ * selected (the sweeper published one, another operator resolved it): rolled back, a race
+ * (OpsConflictError, exit 75), nothing changed — run the command again. Returns the rows changed.
  */
 export async function resolveEvents(
   db: pg.ClientBase,
@@ -121,7 +121,7 @@ export async function resolveEvents(
     const n =
       action === 'resend' ? await events.resend(db, ids, resetAttempts) : await events.discard(db, ids);
     if (n !== ids.length)
-      throw new OpsInputError(
+      throw new OpsConflictError(
         `${action} matched ${n} of the ${ids.length} event(s) selected: ${ids.length - n} changed status meanwhile (e.g. the sweeper published them); nothing changed — look again (events list) and run it again`,
       );
     return n;

@@ -11,6 +11,19 @@ export class OpsInputError extends UsageError {
   }
 }
 
+/**
+ * A race, not bad input: the statement would have changed fewer rows than the command selected
+ * (one changed status meanwhile — the sweeper published it, another operator resolved it). It is
+ * rolled back, nothing changed, and the same command may well succeed when run again: exit 75
+ * (EX_TEMPFAIL, "try again"), where 64 would tell a script its command line is wrong.
+ */
+export class OpsConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OpsConflictError';
+  }
+}
+
 /** Row ids are bigints: digits only, kept as text (JavaScript numbers lose precision past 2^53). */
 export function parseIds(texts: readonly string[]): string[] {
   const ids: string[] = [];

@@ -12,7 +12,7 @@ import pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { operatorEventsOf, resolveEvents } from '../../src/ops/events.ts';
-import { OpsInputError } from '../../src/ops/input-error.ts';
+import { OpsConflictError } from '../../src/ops/input-error.ts';
 import { consoleRelayArgs, launchChromium } from '../support/browser.ts';
 import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
@@ -198,7 +198,7 @@ describe('--compat debezium: the side table for operators', () => {
       const events = operatorEventsOf(testConfig(db, debeziumArgs, kafka.brokers));
       // Void is dead; no row has WAL position 1: the statement matches one row of two.
       const err = await resolveEvents(client, events, 'discard', [pos.Void!, '1'], false).catch((e) => e);
-      expect(err).toBeInstanceOf(OpsInputError);
+      expect(err).toBeInstanceOf(OpsConflictError);
       expect(err.message).toMatch(/^discard matched 1 of the 2 event\(s\) selected: .*nothing changed/);
       expect(await sideStatus('Void')).toBe('dead');
     } finally {

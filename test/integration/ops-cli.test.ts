@@ -247,6 +247,39 @@ describe('events discard', () => {
   });
 });
 
+describe('events resend/discard losing a race', () => {
+  it('exits 75 and changes nothing when the UPDATE matches fewer rows than selected', async () => {
+    const ids = await deadHeadWithFollowers('Race');
+    const [head] = ids;
+    // The row changes "meanwhile": a trigger makes the guarded UPDATE skip it, as a row the
+    // sweeper updated between the command's selection and its UPDATE would be skipped.
+    await db.query(`CREATE FUNCTION race_skip() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF OLD.id = ${head} AND NEW.status IN ('discarded', 'failed') THEN RETURN NULL; END IF; RETURN NEW; END $$`);
+    await db.query(
+      'CREATE TRIGGER race_skip BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION race_skip()',
+    );
+    try {
+      for (const action of ['discard', 'resend']) {
+        const r = await ops(['events', action, head!, '--yes']);
+        expect(r.code).toBe(EXIT.TEMPFAIL);
+        expect(r.err).toMatch(
+          new RegExp(`${action} matched 0 of the 1 event\\(s\\) selected.*nothing changed`),
+        );
+        expect(await statuses(ids)).toBe('dead,parked,parked');
+      }
+    } finally {
+      await db.query('DROP TRIGGER race_skip ON outbox');
+      await db.query('DROP FUNCTION race_skip()');
+    }
+    const r = await ops(['events', 'discard', head!, '--yes']);
+    expect(r.code).toBe(EXIT.OK);
+    await waitFor(async () => (await statuses(ids)) === 'discarded,published,published', {
+      timeoutMs: 20_000,
+      message: async () => `followers released (is ${await statuses(ids)})`,
+    });
+  });
+});
+
 describe('events list / count / show', () => {
   let failed: string[] = [];
 
