@@ -13,7 +13,8 @@
  * set() without a match mode keeps them; values trimmed; the test compares the two), and the same
  * names and values are refused: a name with ':' or a byte outside '!'..'~', a value with CR or LF.
  * nats.js' publish() only calls encode() on the headers it is given (ProtocolHandler.publish), so
- * the block travels as an object with that one method.
+ * the block travels as an object with that one method (made only when the library's path is
+ * taken); the sink's own frames (src/sinks/nats/outbound-frames.ts) write its text.
  */
 import type { MsgHdrs } from '@nats-io/transport-node';
 
@@ -33,8 +34,19 @@ const RESERVED = /^nats-/i;
 const checkedNames = new Set<string>();
 const MAX_CHECKED_NAMES = 1024;
 
+/** A header block: its text, and the encode() nats.js' publish() calls. */
+export class HeaderBlock {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+  encode(): Uint8Array {
+    return Buffer.from(this.text);
+  }
+}
+
 /** The header block of one message: the row's headers in their order, then Nats-Msg-Id. */
-export function headerBlock(headers: Record<string, string>, msgId: string): MsgHdrs {
+export function headerBlock(headers: Record<string, string>, msgId: string): HeaderBlock & MsgHdrs {
   let s = LEAD;
   for (const k in headers) {
     if (!checkedNames.has(k)) {
@@ -45,8 +57,7 @@ export function headerBlock(headers: Record<string, string>, msgId: string): Msg
     s += `\r\n${k}: ${value(headers[k]!)}`;
   }
   s += `\r\nNats-Msg-Id: ${value(msgId)}\r\n\r\n`;
-  const bytes = Buffer.from(s);
-  return { encode: () => bytes } as unknown as MsgHdrs;
+  return new HeaderBlock(s) as HeaderBlock & MsgHdrs;
 }
 
 function checkName(k: string): void {

@@ -40,14 +40,13 @@ import {
   type NatsConnectionImpl,
   type Subscription,
 } from '@nats-io/transport-node';
+import { HeaderBlock } from './header-block.ts';
+import { decimal, type FrameSplitter, type FrameTaker, inboundFrames } from './inbound-frames.ts';
+import { OutboundFrames } from './outbound-frames.ts';
+import { parsePubAck } from './puback-json.ts';
 
 /** Called once per publish: with its PubAck, or with why there is none. */
 export type PubAckCallback = (err: unknown, ack?: PubAck) => void;
-
-interface Pending {
-  done: PubAckCallback;
-  deadline: number;
-}
 
 /** One decoder for every PubAck (parseJsResponse builds a TextDecoder per message). */
 const TD = new TextDecoder();
@@ -59,34 +58,26 @@ const encoded = (h: MsgHdrs): Uint8Array => (h as unknown as { encode(): Uint8Ar
 const WHITESPACE = /[ \n\r\t]/;
 const MAX_SUBJECTS = 1024;
 
-/**
- * The bytes nc.publish(subject, data, { reply, headers }) writes (ProtocolHandler.publish):
- * `HPUB <subject> <reply> <header bytes> <total bytes>\r\n<headers><data>\r\n`, in one Buffer
- * (from Node's pool for a small message).
- */
-export function hpubFrame(subject: string, reply: string, headers: Uint8Array, data: Uint8Array): Buffer {
-  const hlen = headers.length;
-  const len = hlen + data.length;
-  const line = `HPUB ${subject} ${reply} ${hlen} ${len}\r\n`;
-  const at = Buffer.byteLength(line);
-  const frame = Buffer.allocUnsafe(at + len + 2);
-  frame.write(line, 0);
-  frame.set(headers, at);
-  frame.set(data, at + hlen);
-  frame[at + len] = 13;
-  frame[at + len + 1] = 10;
-  return frame;
-}
-
-export class PubAcks {
+export class PubAcks implements FrameTaker {
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
   readonly #prefix: string;
   readonly #sub: Subscription;
   readonly #parser: BaseApiClientImpl;
-  readonly #pending = new Map<string, Pending>();
+  /** The callback of each publish awaiting its PubAck, by token (ascending: tokens are sent in order). */
+  readonly #pending = new Map<number, PubAckCallback>();
+  /**
+   * The timeout clock, without a deadline per publish: pairs [token, time], one per sweep, each
+   * saying that every token below it was sent before that time. A token expires once a mark
+   * above it is older than the timeout: between 1 and ~2 sweeps past it.
+   */
+  #marks: number[] = [];
   /** Subjects found acceptable to nc.publish() (bounded as header-block.ts' names). */
   readonly #subjects = new Set<string>();
+  /** The connection's inbound frames (src/sinks/nats/inbound-frames.ts); null: the library reads all. */
+  readonly #frames: FrameSplitter | null;
+  /** This publisher's frames (src/sinks/nats/outbound-frames.ts), made on the first fast publish. */
+  #out: OutboundFrames | null = null;
   #next = 0;
   #sweep: NodeJS.Timeout | null = null;
 
@@ -97,6 +88,8 @@ export class PubAcks {
     this.#parser = new BaseApiClientImpl(nc);
     this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => this.#reply(err, m) });
     void this.#sub.closed.then(() => this.#failAll(new errors.ClosedConnectionError()));
+    this.#frames = inboundFrames(nc);
+    this.#frames?.setTaker(this.#sub.getID(), this);
   }
 
   /**
@@ -105,18 +98,19 @@ export class PubAcks {
    * per event on the sink's hot path (key-lanes.ts takes callbacks too).
    */
   send(subject: string, data: Uint8Array, headers: MsgHdrs, done: PubAckCallback): void {
-    const token = (this.#next++).toString(36);
-    this.#pending.set(token, { done, deadline: Date.now() + this.#timeoutMs });
-    this.#sweep ??= setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
+    const token = this.#next++;
+    this.#pending.set(token, done);
+    if (this.#sweep === null) {
+      this.#marks = [token, Date.now()];
+      this.#sweep = setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
+    }
     try {
       const reply = this.#prefix + token;
-      const h = encoded(headers);
-      const p = this.#fastPath(subject, h.length + data.length);
-      if (p) {
-        p.outMsgs++;
-        p.outBytes += h.length + data.length;
-        p.sendCommand(hpubFrame(subject, reply, h, data));
-      } else this.#nc.publish(subject, data, { reply, headers });
+      const block = headers instanceof HeaderBlock ? headers.text : encoded(headers);
+      const hlen = typeof block === 'string' ? Buffer.byteLength(block) : block.length;
+      const out = this.#fastPath(subject, hlen + data.length);
+      if (out) out.hpub(subject, reply, block, hlen, data);
+      else this.#nc.publish(subject, data, { reply, headers });
     } catch (e) {
       this.#pending.delete(token);
       done(e);
@@ -124,11 +118,11 @@ export class PubAcks {
   }
 
   /**
-   * The connection's protocol handler when the frame may be written directly: the checks
-   * nc.publish() makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) all
-   * pass. Otherwise null, and nc.publish() raises its own error.
+   * The sink's own frame writer when the frame may be written directly: the checks nc.publish()
+   * makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) all pass.
+   * Otherwise null, and nc.publish() raises its own error.
    */
-  #fastPath(subject: string, len: number): NatsConnectionImpl['protocol'] | null {
+  #fastPath(subject: string, len: number): OutboundFrames | null {
     const p = (this.#nc as NatsConnectionImpl).protocol;
     const info = p?.info;
     if (!info?.headers || len > info.max_payload || p.noMorePublishing || this.#nc.isClosed()) return null;
@@ -136,7 +130,7 @@ export class PubAcks {
       if (subject.length === 0 || WHITESPACE.test(subject)) return null;
       if (this.#subjects.size < MAX_SUBJECTS) this.#subjects.add(subject);
     }
-    return p;
+    return (this.#out ??= new OutboundFrames(p));
   }
 
   /** send() as a promise. */
@@ -146,18 +140,39 @@ export class PubAcks {
     );
   }
 
+  /**
+   * A PubAck frame read from the connection's bytes (FrameTaker): taken when it answers a pending
+   * publish in one of the forms puback-json.ts reads; anything else is left to the library, whose
+   * subscription callback (#reply) then gets it.
+   */
+  take(buf: Buffer, subject: number, subjectEnd: number, data: number, dataEnd: number): boolean {
+    const token = decimal(buf, subject + this.#prefix.length, subjectEnd);
+    const done = this.#pending.get(token);
+    if (done === undefined) return false;
+    const ack = parsePubAck(buf, data, dataEnd);
+    if (ack === null) return false;
+    this.#pending.delete(token);
+    // What ProtocolHandler.processMsg counts for a message it dispatches.
+    const p = (this.#nc as NatsConnectionImpl).protocol;
+    p.inMsgs++;
+    p.inBytes += dataEnd - data;
+    (this.#sub as unknown as { received: number }).received++;
+    done(null, ack as PubAck);
+    return true;
+  }
+
   #reply(err: Error | null, m: Msg): void {
     if (err) {
       this.#failAll(err);
       return;
     }
-    const token = m.subject.slice(this.#prefix.length);
-    const p = this.#pending.get(token);
-    if (!p) return; // timed out already
+    const token = Number(m.subject.slice(this.#prefix.length));
+    const done = this.#pending.get(token);
+    if (!done) return; // timed out already
     this.#pending.delete(token);
     const data = m.data;
     if (data.length === 0 && m.headers?.code === 503) {
-      p.done(
+      done(
         new jserrors.JetStreamNotEnabled('jetstream is not enabled', {
           cause: new errors.RequestError('no responders', { cause: new errors.NoRespondersError(m.subject) }),
         }),
@@ -170,35 +185,49 @@ export class PubAcks {
       // An API error: the library's parser raises the error it would (the classifier's input).
       if (a.error) a = this.#parser.parseJsResponse(m) as PubAck;
     } catch (e) {
-      p.done(e);
+      done(e);
       return;
     }
     a.duplicate = a.duplicate === true; // as jetstream.publish() sets it
-    p.done(null, a);
+    done(null, a);
   }
 
+  /** The sweep: fails what waited longer than the timeout, and marks the clock. */
   #expire(): void {
     const now = Date.now();
-    for (const [token, p] of this.#pending)
-      if (p.deadline <= now) {
-        this.#pending.delete(token);
-        p.done(new errors.TimeoutError());
-      }
-    if (this.#pending.size === 0 && this.#sweep) {
-      clearInterval(this.#sweep);
-      this.#sweep = null;
+    const marks = this.#marks;
+    let below = -1;
+    let used = 0;
+    while (used < marks.length && marks[used + 1]! <= now - this.#timeoutMs) {
+      below = marks[used]!;
+      used += 2;
     }
+    if (used > 0) marks.splice(0, used);
+    if (below >= 0)
+      for (const [token, done] of this.#pending) {
+        if (token >= below) break;
+        this.#pending.delete(token);
+        done(new errors.TimeoutError());
+      }
+    if (this.#pending.size === 0) this.#stopSweep();
+    else marks.push(this.#next, now);
+  }
+
+  #stopSweep(): void {
+    if (this.#sweep) clearInterval(this.#sweep);
+    this.#sweep = null;
+    this.#marks = [];
   }
 
   #failAll(e: unknown): void {
     const all = [...this.#pending.values()];
     this.#pending.clear();
-    for (const p of all) p.done(e);
-    if (this.#sweep) clearInterval(this.#sweep);
-    this.#sweep = null;
+    for (const done of all) done(e);
+    this.#stopSweep();
   }
 
   close(): void {
+    this.#frames?.setTaker(this.#sub.getID(), null);
     this.#sub.unsubscribe();
     this.#failAll(new errors.ClosedConnectionError());
   }
