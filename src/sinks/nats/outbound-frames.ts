@@ -61,12 +61,18 @@ export class OutboundFrames {
     if (at - this.#start >= p.pendingLimit) this.flush();
   }
 
-  /** Hands what was written to the connection's outbound buffer. */
+  /**
+   * Hands what was written to the connection's outbound buffer, and has the library write it out
+   * now (flushPending: what its own microtask or inline flush calls; it writes nothing while
+   * disconnected). At once rather than beside the next run: with two buffers or more the library
+   * copies them into a new, zeroed one first (DataBuffer.pack), 3 % of the relay's busy time.
+   */
   flush(): void {
     if (this.#end === this.#start) return;
     const run = this.#slab.subarray(this.#start, this.#end);
     this.#start = this.#end;
     this.#p.sendCommand(run);
+    (this.#p as unknown as { flushPending(): void }).flushPending();
   }
 
   #renew(most: number): void {
