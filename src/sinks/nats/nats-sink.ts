@@ -162,9 +162,12 @@ export class NatsSink implements Sink {
     if (!this.#nc || this.#nc.isClosed()) await this.#connect();
     for (const m of batch) if (!this.#checked.has(m.topic)) await this.#checkSubject(m.topic);
     const acks = this.#acks!;
+    // A lane is a key on a subject; a batch on one subject (a bulk drain's) needs no joined string.
+    const topic = batch[0]?.topic;
+    const oneTopic = batch.every((m) => m.topic === topic);
     const failures = await sendInLanes(
       batch,
-      (m) => `${m.topic}\u0000${m.key}`,
+      oneTopic ? (m) => m.key : (m) => `${m.topic}\u0000${m.key}`,
       this.#c.natsMaxPending,
       (m, done) =>
         acks.send(m.topic, m.value ?? EMPTY, toHeaders(m), (e, ack) => {

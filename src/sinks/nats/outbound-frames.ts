@@ -35,10 +35,20 @@ export class OutboundFrames {
     this.#p = p;
   }
 
-  /** One HPUB frame; `headers` is the header block (`hlen` bytes in UTF-8, or its bytes). */
-  hpub(subject: string, reply: string, headers: string | Uint8Array, hlen: number, data: Uint8Array): void {
+  /**
+   * One HPUB frame, its reply subject `replyPrefix` + `token` (one string fewer per message);
+   * `headers` is the header block (`hlen` bytes in UTF-8, or its bytes).
+   */
+  hpub(
+    subject: string,
+    replyPrefix: string,
+    token: number | string,
+    headers: string | Uint8Array,
+    hlen: number,
+    data: Uint8Array,
+  ): void {
     const len = hlen + data.length;
-    const line = `HPUB ${subject} ${reply} ${hlen} ${len}\r\n`;
+    const line = `HPUB ${subject} ${replyPrefix}${token} ${hlen} ${len}\r\n`;
     const most = line.length * 3 + len + 2;
     if (this.#end + most > this.#slab.length) this.#renew(most);
     const slab = this.#slab;

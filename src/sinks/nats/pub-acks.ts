@@ -105,12 +105,11 @@ export class PubAcks implements FrameTaker {
       this.#sweep = setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
     }
     try {
-      const reply = this.#prefix + token;
       const block = headers instanceof HeaderBlock ? headers.text : encoded(headers);
       const hlen = typeof block === 'string' ? Buffer.byteLength(block) : block.length;
       const out = this.#fastPath(subject, hlen + data.length);
-      if (out) out.hpub(subject, reply, block, hlen, data);
-      else this.#nc.publish(subject, data, { reply, headers });
+      if (out) out.hpub(subject, this.#prefix, token, block, hlen, data);
+      else this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
     } catch (e) {
       this.#pending.delete(token);
       done(e);
