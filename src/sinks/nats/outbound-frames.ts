@@ -18,10 +18,37 @@
  * nc.publish() hands to sendCommand.
  */
 import type { NatsConnectionImpl } from '@nats-io/transport-node';
+import type { HeaderBlock } from './header-block.ts';
 
 type Protocol = NatsConnectionImpl['protocol'];
 
 const SLAB = 64 * 1024;
+/** A line's bytes besides its subject and reply prefix: "HPUB", 4 separators, CR LF, 3 numbers. */
+const LINE_MOST = 4 + 4 + 2 + 3 * 16;
+
+/** Copies a string known to be ASCII (the reply prefix: an inbox). */
+function ascii(buf: Buffer, at: number, s: string): number {
+  for (let i = 0; i < s.length; i++) buf[at + i] = s.charCodeAt(i);
+  return at + s.length;
+}
+
+/** Copies a string as UTF-8: by character while it is ASCII, else Buffer.write. */
+function text(buf: Buffer, at: number, s: string): number {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 127) return at + buf.write(s, at);
+    buf[at + i] = c;
+  }
+  return at + s.length;
+}
+
+/** A whole number ≥ 0 in decimal digits. */
+function decimal(buf: Buffer, at: number, n: number): number {
+  let digits = 1;
+  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
+  for (let i = at + digits - 1, x = n; i >= at; i--, x = Math.floor(x / 10)) buf[i] = 48 + (x % 10);
+  return at + digits;
+}
 
 export class OutboundFrames {
   readonly #p: Protocol;
@@ -36,39 +63,61 @@ export class OutboundFrames {
   }
 
   /**
-   * One HPUB frame, its reply subject `replyPrefix` + `token` (one string fewer per message);
-   * `headers` is the header block (`hlen` bytes in UTF-8, or its bytes).
+   * One HPUB frame, its reply subject `replyPrefix` + `token`, its header block written in place
+   * (a HeaderBlock) or copied (bytes). False, with nothing written, when the frame is over
+   * `maxPayload` (the caller then takes nc.publish(), which raises the library's error); a
+   * HeaderError from the block leaves nothing written either.
+   *
+   * The block goes first, after room for the longest line, and the line then before it (its
+   * lengths known), moved up to the frame's start: no string per message.
    */
   hpub(
     subject: string,
     replyPrefix: string,
-    token: number | string,
-    headers: string | Uint8Array,
-    hlen: number,
+    token: number,
+    headers: HeaderBlock | Uint8Array,
     data: Uint8Array,
-  ): void {
-    const len = hlen + data.length;
-    const line = `HPUB ${subject} ${replyPrefix}${token} ${hlen} ${len}\r\n`;
-    const most = line.length * 3 + len + 2;
+    maxPayload: number,
+  ): boolean {
+    const room = LINE_MOST + subject.length * 3 + replyPrefix.length;
+    const most = room + (headers instanceof Uint8Array ? headers.length : headers.bound()) + data.length + 2;
     if (this.#end + most > this.#slab.length) this.#renew(most);
     const slab = this.#slab;
-    let at = this.#end;
-    if (at === this.#start) queueMicrotask(this.#handOver);
-    at += slab.write(line, at);
-    if (typeof headers === 'string') at += slab.write(headers, at);
-    else {
-      slab.set(headers, at);
-      at += hlen;
-    }
+    const start = this.#end;
+    const blockAt = start + room;
+    let blockEnd: number;
+    if (headers instanceof Uint8Array) {
+      slab.set(headers, blockAt);
+      blockEnd = blockAt + headers.length;
+    } else blockEnd = headers.write(slab, blockAt);
+    const hlen = blockEnd - blockAt;
+    const len = hlen + data.length;
+    if (len > maxPayload) return false;
+    // HPUB <subject> <reply> <header bytes> <total bytes>\r\n
+    let at = ascii(slab, start, 'HPUB ');
+    at = text(slab, at, subject);
+    slab[at++] = 32;
+    at = ascii(slab, at, replyPrefix);
+    at = decimal(slab, at, token);
+    slab[at++] = 32;
+    at = decimal(slab, at, hlen);
+    slab[at++] = 32;
+    at = decimal(slab, at, len);
+    slab[at++] = 13;
+    slab[at++] = 10;
+    slab.copyWithin(at, blockAt, blockEnd);
+    at += hlen;
     slab.set(data, at);
     at += data.length;
     slab[at++] = 13;
     slab[at++] = 10;
+    if (start === this.#start) queueMicrotask(this.#handOver);
     this.#end = at;
     const p = this.#p;
     p.outMsgs++;
     p.outBytes += len;
     if (at - this.#start >= p.pendingLimit) this.flush();
+    return true;
   }
 
   /**

@@ -105,11 +105,11 @@ export class PubAcks implements FrameTaker {
       this.#sweep = setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
     }
     try {
-      const block = headers instanceof HeaderBlock ? headers.text : encoded(headers);
-      const hlen = typeof block === 'string' ? Buffer.byteLength(block) : block.length;
-      const out = this.#fastPath(subject, hlen + data.length);
-      if (out) out.hpub(subject, this.#prefix, token, block, hlen, data);
-      else this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
+      const out = this.#fastPath(subject);
+      const block = headers instanceof HeaderBlock ? headers : encoded(headers);
+      const p = (this.#nc as NatsConnectionImpl).protocol;
+      if (!out?.hpub(subject, this.#prefix, token, block, data, p.info!.max_payload))
+        this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
     } catch (e) {
       this.#pending.delete(token);
       done(e);
@@ -118,13 +118,12 @@ export class PubAcks implements FrameTaker {
 
   /**
    * The sink's own frame writer when the frame may be written directly: the checks nc.publish()
-   * makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) all pass.
-   * Otherwise null, and nc.publish() raises its own error.
+   * makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) pass — but the
+   * size, which OutboundFrames.hpub() checks. Otherwise null, and nc.publish() raises its own error.
    */
-  #fastPath(subject: string, len: number): OutboundFrames | null {
+  #fastPath(subject: string): OutboundFrames | null {
     const p = (this.#nc as NatsConnectionImpl).protocol;
-    const info = p?.info;
-    if (!info?.headers || len > info.max_payload || p.noMorePublishing || this.#nc.isClosed()) return null;
+    if (!p?.info?.headers || p.noMorePublishing || this.#nc.isClosed()) return null;
     if (!this.#subjects.has(subject)) {
       if (subject.length === 0 || WHITESPACE.test(subject)) return null;
       if (this.#subjects.size < MAX_SUBJECTS) this.#subjects.add(subject);
