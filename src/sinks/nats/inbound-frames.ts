@@ -11,7 +11,7 @@
  * every byte of a MSG line through a state machine, then splits the line again into four
  * subarrays (processMsgArgs) and builds a MsgImpl per message; the subscription decodes the
  * subject with TextDecoder, and the PubAck is decoded and JSON.parsed — per event, on the path
- * every event's confirmation takes. Here: indexOf for the line's end, one pass over its tokens,
+ * every event's confirmation takes. Here: a loop to the line's end, one pass over its tokens,
  * the payload read in place (src/sinks/nats/puback-json.ts).
  *
  * A frame split across socket reads is kept (as views; the reads' Buffers are not reused) until
@@ -57,6 +57,16 @@ export function decimal(buf: Buffer, from: number, to: number): number {
     n = n * 10 + d;
   }
   return n;
+}
+
+/**
+ * The index of the next LF from `at`, or -1. A loop, not Buffer.indexOf: lines are short (a MSG
+ * line ~50 bytes), and indexOf's call cost and the number it allocates per call were more than
+ * the search (a sampling heap profile: 40 bytes per frame).
+ */
+function lineEnd(buf: Buffer, at: number): number {
+  for (let i = at; i < buf.length; i++) if (buf[i] === LF) return i;
+  return -1;
 }
 
 export class FrameSplitter {
@@ -132,7 +142,7 @@ export class FrameSplitter {
    * #need set), or NOT_UNDERSTOOD.
    */
   #frame(buf: Buffer, at: number): number {
-    const lf = buf.indexOf(LF, at);
+    const lf = lineEnd(buf, at);
     if (lf < 0) {
       this.#need = buf.length - at + 1;
       return INCOMPLETE;
