@@ -7,28 +7,29 @@
  * builds a RequestError with a captured stack for every request it *completes* (its cancel()
  * rejects the already-settled promise with a fresh "cancelled" error) and, unless noAsyncTraces,
  * two more per request up front — plus a timer and a Promise.race per message. Here: one
- * subscription to `<inbox>.*` for the connection's life, a token per message, one sweep timer for
- * timeouts.
+ * subscription to `<inbox>.*` for the connection's life, a decimal token per message (the
+ * pending callbacks in one Map by token), one sweep timer for timeouts (marks, not a deadline
+ * per message).
  *
- * What stays the library's: the message (subject, payload, the row's headers plus
- * Nats-Msg-Id, published with nc.publish as request() does), and an API error's parsing — the
- * library's own parseJsResponse (BaseApiClientImpl), so it is the same JetStreamApiError the
- * classifier knows (src/sinks/nats/nats-errors.ts); a PubAck without an error is read with one
- * shared TextDecoder (parseJsResponse builds one per message). As request() does: a
- * reply with status 503 and no data (no responders: no stream listens, or its server restarts)
- * raises JetStreamNotEnabled; no reply within the timeout raises TimeoutError; a closed
- * connection fails what is pending. The test (pub-acks.test.ts) compares both paths' answers.
+ * The way back. A stored or duplicate PubAck — a MSG on this subscription in one of the forms
+ * src/sinks/nats/puback-json.ts reads — is taken straight from the connection's bytes (take(),
+ * called by src/sinks/nats/inbound-frames.ts, which cuts the frames in front of nats.js' Parser):
+ * no Parser state machine, MsgImpl, TextDecoder or JSON.parse per event. Everything else reaches
+ * #reply through the library, as before: an API error is parsed by the library's own
+ * parseJsResponse (BaseApiClientImpl), so it is the same JetStreamApiError the classifier knows
+ * (src/sinks/nats/nats-errors.ts); a reply with status 503 and no data (an HMSG: no responders —
+ * no stream listens, or its server restarts) raises JetStreamNotEnabled as request() does; no
+ * reply within the timeout raises TimeoutError; a closed connection fails what is pending. The
+ * tests compare both paths' answers (pub-acks.test.ts), and the splitter with nats.js' Parser on
+ * the same bytes (inbound-frames.test.ts).
  *
- * The message goes out as one HPUB frame built here (hpubFrame) and handed to the connection's
- * own outbound buffer (ProtocolHandler.sendCommand: the same buffering, flushing and re-sending
- * after a reconnect as nc.publish()). Measured reason: nc.publish() encodes each message's
- * "HPUB …" line with TextEncoder.encode, which allocates an ArrayBuffer of its own per call —
- * ~2.3 µs against ~0.2 µs for the same line written into a pooled Buffer (a micro-benchmark on
- * this machine), and its external memory is the garbage collector's work afterwards. Anything
- * unusual — a closed or draining connection, no server INFO yet, a server without headers, a
- * message over max_payload, a subject the library would refuse — takes nc.publish(), so its
- * errors are the library's own. The test compares the frame with the bytes nc.publish() hands
- * to sendCommand.
+ * The way out. The message goes as one HPUB frame written by the sink into a slab handed to the
+ * connection's own outbound buffer (src/sinks/nats/outbound-frames.ts: the library's buffering
+ * and flushing; its header block written in place by header-block.ts). Anything unusual — a
+ * closed or draining connection, no server INFO yet, a server without headers, a message over
+ * max_payload, a subject the library would refuse, headers given as nats.js MsgHdrs — takes
+ * nc.publish(), so its errors are the library's own. The test compares the frames with the bytes
+ * nc.publish() hands to sendCommand.
  */
 import { BaseApiClientImpl, jserrors, type PubAck } from '@nats-io/jetstream/internal';
 import {
