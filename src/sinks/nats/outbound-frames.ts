@@ -67,9 +67,9 @@ export class OutboundFrames {
 
   /**
    * One HPUB frame, its reply subject `replyPrefix` + `token`, its header block written in place
-   * (a HeaderBlock) or copied (bytes). False, with nothing written, when the frame is over
-   * `maxPayload` (the caller then takes nc.publish(), which raises the library's error); a
-   * HeaderError from the block leaves nothing written either.
+   * (a HeaderBlock) or copied (bytes). False, with nothing written, when the frame is over the
+   * server's max_payload (the caller then takes nc.publish(), which raises the library's error);
+   * a HeaderError from the block leaves nothing written either.
    *
    * The block goes first, after room for the longest line, and the line then before it (its
    * lengths known), moved up to the frame's start: no string per message.
@@ -80,7 +80,6 @@ export class OutboundFrames {
     token: number,
     headers: HeaderBlock | Uint8Array,
     data: Uint8Array,
-    maxPayload: number,
   ): boolean {
     const room = LINE_MOST + subject.length * 3 + replyPrefix.length;
     const most = room + (headers instanceof Uint8Array ? headers.length : headers.bound()) + data.length + 2;
@@ -95,7 +94,7 @@ export class OutboundFrames {
     } else blockEnd = headers.write(slab, blockAt);
     const hlen = blockEnd - blockAt;
     const len = hlen + data.length;
-    if (len > maxPayload) return false;
+    if (len > (this.#p.info?.max_payload ?? 0)) return false;
     // HPUB <subject> <reply> <header bytes> <total bytes>\r\n
     let at = ascii(slab, start, 'HPUB ');
     at = text(slab, at, subject);

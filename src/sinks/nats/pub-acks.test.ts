@@ -135,7 +135,7 @@ describe('PubAcks', () => {
       const out = new OutboundFrames(p);
       for (const [subject, data] of cases) {
         const h = encoded(msgId('0b6c1f6e-2f4a-4e0b-9a51-6d1c8f3b2a10'));
-        expect(out.hpub(subject, '_INBOX.x.', 17, h, data, 1 << 20)).toBe(true);
+        expect(out.hpub(subject, '_INBOX.x.', 17, h, data)).toBe(true);
       }
       out.flush();
       // equals(), not toEqual(): a byte-by-byte diff of 100 kB takes seconds.
@@ -143,7 +143,7 @@ describe('PubAcks', () => {
       // The header block's text (the sink's path) gives the same bytes as its encoding.
       written.length = 0;
       const block = headerBlock({ id: 'ü-1', aggregate_id: 'a' }, 'm-1');
-      expect(out.hpub('a.b', '_INBOX.x.', 2, block, Buffer.from('x'), 1 << 20)).toBe(true);
+      expect(out.hpub('a.b', '_INBOX.x.', 2, block, Buffer.from('x'))).toBe(true);
       out.flush();
       nc.publish('a.b', Buffer.from('x'), { reply: '_INBOX.x.2', headers: block });
       expect(written[0]).toEqual(written[1]);

@@ -106,10 +106,8 @@ export class PubAcks implements FrameTaker {
       this.#sweep = setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
     }
     try {
-      const out = this.#fastPath(subject);
       const block = headers instanceof HeaderBlock ? headers : encoded(headers);
-      const p = (this.#nc as NatsConnectionImpl).protocol;
-      if (!out?.hpub(subject, this.#prefix, token, block, data, p.info!.max_payload))
+      if (!this.#fastPath(subject)?.hpub(subject, this.#prefix, token, block, data))
         this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
     } catch (e) {
       this.#pending.delete(token);
