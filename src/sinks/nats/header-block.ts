@@ -111,8 +111,8 @@ function checkName(k: string): void {
   if (checkedNames.size < MAX_CHECKED_NAMES) checkedNames.add(k);
 }
 
-/** Copies a string known to be ASCII (a checked name, a constant). */
-function ascii(buf: Buffer, at: number, s: string): number {
+/** Copies a string known to be ASCII (a checked name, a constant, an inbox) into `buf` at `at`. */
+export function ascii(buf: Buffer, at: number, s: string): number {
   for (let i = 0; i < s.length; i++) buf[at + i] = s.charCodeAt(i);
   return at + s.length;
 }

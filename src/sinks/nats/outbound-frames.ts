@@ -21,19 +21,13 @@
  * hands to sendCommand.
  */
 import type { NatsConnectionImpl } from '@nats-io/transport-node';
-import type { HeaderBlock } from './header-block.ts';
+import { ascii, type HeaderBlock } from './header-block.ts';
 
 type Protocol = NatsConnectionImpl['protocol'];
 
 const SLAB = 64 * 1024;
 /** A line's bytes besides its subject and reply prefix: "HPUB", 4 separators, CR LF, 3 numbers. */
 const LINE_MOST = 4 + 4 + 2 + 3 * 16;
-
-/** Copies a string known to be ASCII (the reply prefix: an inbox). */
-function ascii(buf: Buffer, at: number, s: string): number {
-  for (let i = 0; i < s.length; i++) buf[at + i] = s.charCodeAt(i);
-  return at + s.length;
-}
 
 /** Copies a string as UTF-8: by character while it is ASCII, else Buffer.write. */
 function text(buf: Buffer, at: number, s: string): number {
@@ -46,7 +40,7 @@ function text(buf: Buffer, at: number, s: string): number {
 }
 
 /** A whole number ≥ 0 in decimal digits. */
-function decimal(buf: Buffer, at: number, n: number): number {
+function writeDecimal(buf: Buffer, at: number, n: number): number {
   let digits = 1;
   for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
   for (let i = at + digits - 1, x = n; i >= at; i--, x = Math.floor(x / 10)) buf[i] = 48 + (x % 10);
@@ -100,11 +94,11 @@ export class OutboundFrames {
     at = text(slab, at, subject);
     slab[at++] = 32;
     at = ascii(slab, at, replyPrefix);
-    at = decimal(slab, at, token);
+    at = writeDecimal(slab, at, token);
     slab[at++] = 32;
-    at = decimal(slab, at, hlen);
+    at = writeDecimal(slab, at, hlen);
     slab[at++] = 32;
-    at = decimal(slab, at, len);
+    at = writeDecimal(slab, at, len);
     slab[at++] = 13;
     slab[at++] = 10;
     slab.copyWithin(at, blockAt, blockEnd);
