@@ -1,12 +1,12 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
-import { connect, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
-import { headerBlock } from './header-block.ts';
+import { HeaderError, headerBlock } from './header-block.ts';
 import { classifyNatsError, NatsSinkError } from './nats-errors.ts';
 import { PubAcks } from './pub-acks.ts';
 import {
@@ -162,13 +162,16 @@ export class NatsSink implements Sink {
     if (!this.#nc || this.#nc.isClosed()) await this.#connect();
     for (const m of batch) if (!this.#checked.has(m.topic)) await this.#checkSubject(m.topic);
     const acks = this.#acks!;
+    // A lane is a key on a subject; a batch on one subject (a bulk drain's) needs no joined string.
+    const topic = batch[0]?.topic;
+    const oneTopic = batch.every((m) => m.topic === topic);
     const failures = await sendInLanes(
       batch,
-      (m) => `${m.topic}\u0000${m.key}`,
+      oneTopic ? (m) => m.key : (m) => `${m.topic}\u0000${m.key}`,
       this.#c.natsMaxPending,
       (m, done) =>
-        acks.send(m.topic, m.value ?? EMPTY, toHeaders(m), (e, ack) => {
-          if (e) done(e);
+        acks.send(m.topic, m.value ?? EMPTY, headerBlock(m.headers, msgId(m)), (e, ack) => {
+          if (e) done(e instanceof HeaderError ? invalidMessage(m, e) : e);
           else if (!ack!.stream) done(new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`));
           else {
             if (ack!.duplicate) this.duplicateAcks++;
@@ -262,13 +265,10 @@ function msgId(m: OutboundMessage): string {
 
 const EMPTY = new Uint8Array(0);
 
-/** The row's headers, then Nats-Msg-Id (as jetstream.publish's msgID option sets it). */
-function toHeaders(m: OutboundMessage): MsgHdrs {
-  try {
-    return headerBlock(m.headers, msgId(m));
-  } catch (e) {
-    throw new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${(e as Error).message}`, {
-      cause: e,
-    });
-  }
+/**
+ * A header the block cannot carry (src/sinks/nats/header-block.ts: checked as it is written into
+ * the frame): the event's permanent failure.
+ */
+function invalidMessage(m: OutboundMessage, e: HeaderError): NatsSinkError {
+  return new NatsSinkError('INVALID_MESSAGE', `event ${m.event.eventId}: ${e.message}`, { cause: e });
 }

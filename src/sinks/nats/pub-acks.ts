@@ -7,28 +7,29 @@
  * builds a RequestError with a captured stack for every request it *completes* (its cancel()
  * rejects the already-settled promise with a fresh "cancelled" error) and, unless noAsyncTraces,
  * two more per request up front — plus a timer and a Promise.race per message. Here: one
- * subscription to `<inbox>.*` for the connection's life, a token per message, one sweep timer for
- * timeouts.
+ * subscription to `<inbox>.*` for the connection's life, a decimal token per message (the
+ * pending callbacks in one Map by token), one sweep timer for timeouts (marks, not a deadline
+ * per message).
  *
- * What stays the library's: the message (subject, payload, the row's headers plus
- * Nats-Msg-Id, published with nc.publish as request() does), and an API error's parsing — the
- * library's own parseJsResponse (BaseApiClientImpl), so it is the same JetStreamApiError the
- * classifier knows (src/sinks/nats/nats-errors.ts); a PubAck without an error is read with one
- * shared TextDecoder (parseJsResponse builds one per message). As request() does: a
- * reply with status 503 and no data (no responders: no stream listens, or its server restarts)
- * raises JetStreamNotEnabled; no reply within the timeout raises TimeoutError; a closed
- * connection fails what is pending. The test (pub-acks.test.ts) compares both paths' answers.
+ * The way back. A stored or duplicate PubAck — a MSG on this subscription in one of the forms
+ * src/sinks/nats/puback-json.ts reads — is taken straight from the connection's bytes (take(),
+ * called by src/sinks/nats/inbound-frames.ts, which cuts the frames in front of nats.js' Parser):
+ * no Parser state machine, MsgImpl, TextDecoder or JSON.parse per event. Everything else reaches
+ * #reply through the library, as before: an API error is parsed by the library's own
+ * parseJsResponse (BaseApiClientImpl), so it is the same JetStreamApiError the classifier knows
+ * (src/sinks/nats/nats-errors.ts); a reply with status 503 and no data (an HMSG: no responders —
+ * no stream listens, or its server restarts) raises JetStreamNotEnabled as request() does; no
+ * reply within the timeout raises TimeoutError; a closed connection fails what is pending. The
+ * tests compare both paths' answers (pub-acks.test.ts), and the splitter with nats.js' Parser on
+ * the same bytes (inbound-frames.test.ts).
  *
- * The message goes out as one HPUB frame built here (hpubFrame) and handed to the connection's
- * own outbound buffer (ProtocolHandler.sendCommand: the same buffering, flushing and re-sending
- * after a reconnect as nc.publish()). Measured reason: nc.publish() encodes each message's
- * "HPUB …" line with TextEncoder.encode, which allocates an ArrayBuffer of its own per call —
- * ~2.3 µs against ~0.2 µs for the same line written into a pooled Buffer (a micro-benchmark on
- * this machine), and its external memory is the garbage collector's work afterwards. Anything
- * unusual — a closed or draining connection, no server INFO yet, a server without headers, a
- * message over max_payload, a subject the library would refuse — takes nc.publish(), so its
- * errors are the library's own. The test compares the frame with the bytes nc.publish() hands
- * to sendCommand.
+ * The way out. The message goes as one HPUB frame written by the sink into a slab handed to the
+ * connection's own outbound buffer (src/sinks/nats/outbound-frames.ts: the library's buffering
+ * and flushing; its header block written in place by header-block.ts). Anything unusual — a
+ * closed or draining connection, no server INFO yet, a server without headers, a message over
+ * max_payload, a subject the library would refuse, headers given as nats.js MsgHdrs — takes
+ * nc.publish(), so its errors are the library's own. The test compares the frames with the bytes
+ * nc.publish() hands to sendCommand.
  */
 import { BaseApiClientImpl, jserrors, type PubAck } from '@nats-io/jetstream/internal';
 import {
@@ -40,14 +41,13 @@ import {
   type NatsConnectionImpl,
   type Subscription,
 } from '@nats-io/transport-node';
+import { HeaderBlock } from './header-block.ts';
+import { decimal, type FrameSplitter, type FrameTaker, inboundFrames } from './inbound-frames.ts';
+import { OutboundFrames } from './outbound-frames.ts';
+import { parsePubAck } from './puback-json.ts';
 
 /** Called once per publish: with its PubAck, or with why there is none. */
 export type PubAckCallback = (err: unknown, ack?: PubAck) => void;
-
-interface Pending {
-  done: PubAckCallback;
-  deadline: number;
-}
 
 /** One decoder for every PubAck (parseJsResponse builds a TextDecoder per message). */
 const TD = new TextDecoder();
@@ -59,34 +59,26 @@ const encoded = (h: MsgHdrs): Uint8Array => (h as unknown as { encode(): Uint8Ar
 const WHITESPACE = /[ \n\r\t]/;
 const MAX_SUBJECTS = 1024;
 
-/**
- * The bytes nc.publish(subject, data, { reply, headers }) writes (ProtocolHandler.publish):
- * `HPUB <subject> <reply> <header bytes> <total bytes>\r\n<headers><data>\r\n`, in one Buffer
- * (from Node's pool for a small message).
- */
-export function hpubFrame(subject: string, reply: string, headers: Uint8Array, data: Uint8Array): Buffer {
-  const hlen = headers.length;
-  const len = hlen + data.length;
-  const line = `HPUB ${subject} ${reply} ${hlen} ${len}\r\n`;
-  const at = Buffer.byteLength(line);
-  const frame = Buffer.allocUnsafe(at + len + 2);
-  frame.write(line, 0);
-  frame.set(headers, at);
-  frame.set(data, at + hlen);
-  frame[at + len] = 13;
-  frame[at + len + 1] = 10;
-  return frame;
-}
-
-export class PubAcks {
+export class PubAcks implements FrameTaker {
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
   readonly #prefix: string;
   readonly #sub: Subscription;
   readonly #parser: BaseApiClientImpl;
-  readonly #pending = new Map<string, Pending>();
+  /** The callback of each publish awaiting its PubAck, by token (ascending: tokens are sent in order). */
+  readonly #pending = new Map<number, PubAckCallback>();
+  /**
+   * The timeout clock, without a deadline per publish: pairs [token, time], one per sweep, each
+   * saying that every token below it was sent before that time. A token expires once a mark
+   * above it is older than the timeout: between 1 and ~2 sweeps past it.
+   */
+  #marks: number[] = [];
   /** Subjects found acceptable to nc.publish() (bounded as header-block.ts' names). */
   readonly #subjects = new Set<string>();
+  /** The connection's inbound frames (src/sinks/nats/inbound-frames.ts); null: the library reads all. */
+  readonly #frames: FrameSplitter | null;
+  /** This publisher's frames (src/sinks/nats/outbound-frames.ts), made on the first fast publish. */
+  #out: OutboundFrames | null = null;
   #next = 0;
   #sweep: NodeJS.Timeout | null = null;
 
@@ -97,6 +89,8 @@ export class PubAcks {
     this.#parser = new BaseApiClientImpl(nc);
     this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => this.#reply(err, m) });
     void this.#sub.closed.then(() => this.#failAll(new errors.ClosedConnectionError()));
+    this.#frames = inboundFrames(nc);
+    this.#frames?.setTaker(this.#sub.getID(), this);
   }
 
   /**
@@ -105,18 +99,16 @@ export class PubAcks {
    * per event on the sink's hot path (key-lanes.ts takes callbacks too).
    */
   send(subject: string, data: Uint8Array, headers: MsgHdrs, done: PubAckCallback): void {
-    const token = (this.#next++).toString(36);
-    this.#pending.set(token, { done, deadline: Date.now() + this.#timeoutMs });
-    this.#sweep ??= setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
+    const token = this.#next++;
+    this.#pending.set(token, done);
+    if (this.#sweep === null) {
+      this.#marks = [token, Date.now()];
+      this.#sweep = setInterval(() => this.#expire(), Math.min(250, this.#timeoutMs / 4));
+    }
     try {
-      const reply = this.#prefix + token;
-      const h = encoded(headers);
-      const p = this.#fastPath(subject, h.length + data.length);
-      if (p) {
-        p.outMsgs++;
-        p.outBytes += h.length + data.length;
-        p.sendCommand(hpubFrame(subject, reply, h, data));
-      } else this.#nc.publish(subject, data, { reply, headers });
+      const block = headers instanceof HeaderBlock ? headers : encoded(headers);
+      if (!this.#fastPath(subject)?.hpub(subject, this.#prefix, token, block, data))
+        this.#nc.publish(subject, data, { reply: this.#prefix + token, headers });
     } catch (e) {
       this.#pending.delete(token);
       done(e);
@@ -124,19 +116,18 @@ export class PubAcks {
   }
 
   /**
-   * The connection's protocol handler when the frame may be written directly: the checks
-   * nc.publish() makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) all
-   * pass. Otherwise null, and nc.publish() raises its own error.
+   * The sink's own frame writer when the frame may be written directly: the checks nc.publish()
+   * makes before it writes (NatsConnectionImpl._check, ProtocolHandler.publish) pass — but the
+   * size, which OutboundFrames.hpub() checks. Otherwise null, and nc.publish() raises its own error.
    */
-  #fastPath(subject: string, len: number): NatsConnectionImpl['protocol'] | null {
+  #fastPath(subject: string): OutboundFrames | null {
     const p = (this.#nc as NatsConnectionImpl).protocol;
-    const info = p?.info;
-    if (!info?.headers || len > info.max_payload || p.noMorePublishing || this.#nc.isClosed()) return null;
+    if (!p?.info?.headers || p.noMorePublishing || this.#nc.isClosed()) return null;
     if (!this.#subjects.has(subject)) {
       if (subject.length === 0 || WHITESPACE.test(subject)) return null;
       if (this.#subjects.size < MAX_SUBJECTS) this.#subjects.add(subject);
     }
-    return p;
+    return (this.#out ??= new OutboundFrames(p));
   }
 
   /** send() as a promise. */
@@ -146,18 +137,39 @@ export class PubAcks {
     );
   }
 
+  /**
+   * A PubAck frame read from the connection's bytes (FrameTaker): taken when it answers a pending
+   * publish in one of the forms puback-json.ts reads; anything else is left to the library, whose
+   * subscription callback (#reply) then gets it.
+   */
+  take(buf: Buffer, subject: number, subjectEnd: number, data: number, dataEnd: number): boolean {
+    const token = decimal(buf, subject + this.#prefix.length, subjectEnd);
+    const done = this.#pending.get(token);
+    if (done === undefined) return false;
+    const ack = parsePubAck(buf, data, dataEnd);
+    if (ack === null) return false;
+    this.#pending.delete(token);
+    // What ProtocolHandler.processMsg counts for a message it dispatches.
+    const p = (this.#nc as NatsConnectionImpl).protocol;
+    p.inMsgs++;
+    p.inBytes += dataEnd - data;
+    (this.#sub as unknown as { received: number }).received++;
+    done(null, ack as PubAck);
+    return true;
+  }
+
   #reply(err: Error | null, m: Msg): void {
     if (err) {
       this.#failAll(err);
       return;
     }
-    const token = m.subject.slice(this.#prefix.length);
-    const p = this.#pending.get(token);
-    if (!p) return; // timed out already
+    const token = Number(m.subject.slice(this.#prefix.length));
+    const done = this.#pending.get(token);
+    if (!done) return; // timed out already
     this.#pending.delete(token);
     const data = m.data;
     if (data.length === 0 && m.headers?.code === 503) {
-      p.done(
+      done(
         new jserrors.JetStreamNotEnabled('jetstream is not enabled', {
           cause: new errors.RequestError('no responders', { cause: new errors.NoRespondersError(m.subject) }),
         }),
@@ -170,35 +182,49 @@ export class PubAcks {
       // An API error: the library's parser raises the error it would (the classifier's input).
       if (a.error) a = this.#parser.parseJsResponse(m) as PubAck;
     } catch (e) {
-      p.done(e);
+      done(e);
       return;
     }
     a.duplicate = a.duplicate === true; // as jetstream.publish() sets it
-    p.done(null, a);
+    done(null, a);
   }
 
+  /** The sweep: fails what waited longer than the timeout, and marks the clock. */
   #expire(): void {
     const now = Date.now();
-    for (const [token, p] of this.#pending)
-      if (p.deadline <= now) {
-        this.#pending.delete(token);
-        p.done(new errors.TimeoutError());
-      }
-    if (this.#pending.size === 0 && this.#sweep) {
-      clearInterval(this.#sweep);
-      this.#sweep = null;
+    const marks = this.#marks;
+    let below = -1;
+    let used = 0;
+    while (used < marks.length && marks[used + 1]! <= now - this.#timeoutMs) {
+      below = marks[used]!;
+      used += 2;
     }
+    if (used > 0) marks.splice(0, used);
+    if (below >= 0)
+      for (const [token, done] of this.#pending) {
+        if (token >= below) break;
+        this.#pending.delete(token);
+        done(new errors.TimeoutError());
+      }
+    if (this.#pending.size === 0) this.#stopSweep();
+    else marks.push(this.#next, now);
+  }
+
+  #stopSweep(): void {
+    if (this.#sweep) clearInterval(this.#sweep);
+    this.#sweep = null;
+    this.#marks = [];
   }
 
   #failAll(e: unknown): void {
     const all = [...this.#pending.values()];
     this.#pending.clear();
-    for (const p of all) p.done(e);
-    if (this.#sweep) clearInterval(this.#sweep);
-    this.#sweep = null;
+    for (const done of all) done(e);
+    this.#stopSweep();
   }
 
   close(): void {
+    this.#frames?.setTaker(this.#sub.getID(), null);
     this.#sub.unsubscribe();
     this.#failAll(new errors.ClosedConnectionError());
   }
