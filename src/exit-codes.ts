@@ -9,12 +9,9 @@ export const EXIT = {
   UNAVAILABLE: 69,
   /** A bug: an error the relay did not expect. */
   SOFTWARE: 70,
-  /**
-   * EX_TEMPFAIL. Exactly-once: a newer relay fenced this one's transactional producer. An operator
-   * command (`events resend|discard`) that lost a race: rolled back, run it again.
-   */
+  /** Exactly-once: a newer relay fenced this one's transactional producer (EX_TEMPFAIL). */
   FENCED: 75,
-  /** The same code (75) for an operator command's race (OpsConflictError). */
+  /** EX_TEMPFAIL for an operator command that lost a race (OpsConflictError): nothing changed, run it again. */
   TEMPFAIL: 75,
   /** Bad configuration or a database that is not set up for the relay (preflight). */
   CONFIG: 78,
