@@ -104,44 +104,10 @@ export async function createBatchTracer(
   return {
     enabled: true,
     record(b) {
-      const links = () => {
-        const out = [];
-        const seen = new Set<string>();
-        for (let i = 0; i < b.messages.length; i++) {
-          const e = b.messages[i]!.event;
-          const ctx = parseTraceparent(e.traceparent);
-          if (!ctx || seen.has(ctx.traceId + ctx.spanId)) continue;
-          seen.add(ctx.traceId + ctx.spanId);
-          const state = e.headers.tracestate;
-          out.push({
-            context: {
-              ...ctx,
-              isRemote: true,
-              ...(typeof state === 'string' && api.createTraceState
-                ? { traceState: api.createTraceState(state) }
-                : {}),
-            },
-          });
-          if (out.length === MAX_LINKS) break;
-        }
-        return out;
-      };
-      const span = tracer.startSpan(b.topic ? `publish ${b.topic}` : 'publish', {
-        kind: SPAN_KIND_PRODUCER,
-        startTime: b.startMs,
-        attributes: {
-          'outbox.outcome': b.outcome,
-          'messaging.system': 'kafka',
-          'messaging.operation.type': 'send',
-          'messaging.batch.message_count': b.messages.length,
-          ...(b.topic ? { 'messaging.destination.name': b.topic } : {}),
-        },
-        // Read only by a tracer that records: API's no-op tracer (no SDK registered) never
-        // looks, so a batch costs it nothing per event.
-        get links() {
-          return links();
-        },
-      });
+      const span = tracer.startSpan(
+        b.topic ? `publish ${b.topic}` : 'publish',
+        new PublishSpanOptions(b, api.createTraceState),
+      );
       span.setStatus(
         b.outcome === 'published'
           ? { code: STATUS_OK }
@@ -150,4 +116,62 @@ export async function createBatchTracer(
       span.end(b.endMs);
     },
   };
+}
+
+/**
+ * A batch span's options. `links` is a getter, read only by a tracer that records: the API's
+ * no-op tracer (no SDK registered) never looks, so a batch costs it nothing per event.
+ *
+ * A class, so that the getter is its prototype's. In an object literal (`{ get links() {…} }`,
+ * how this was first written) every evaluation defines a new accessor on a fresh object, and V8
+ * gives each such object a map of its own: maps live in the old generation, and each one pointed
+ * at its getter, whose closure held the batch — the events, their decoded values, the routed
+ * messages. Until the next mark-compact, every batch was reachable from an old object and
+ * survived every scavenge: in live mode at 2,000 commits/s, 43 % of what the scavenges promoted
+ * and half of the mark-compacts (docs/benchmarks.md, "The object-literal getter").
+ */
+class PublishSpanOptions {
+  readonly kind = SPAN_KIND_PRODUCER;
+  readonly startTime: number;
+  readonly attributes: Record<string, string | number>;
+  readonly #batch: BatchSpan;
+  readonly #createTraceState: OtelApi['createTraceState'];
+
+  constructor(b: BatchSpan, createTraceState: OtelApi['createTraceState']) {
+    this.startTime = b.startMs;
+    this.attributes = {
+      'outbox.outcome': b.outcome,
+      'messaging.system': 'kafka',
+      'messaging.operation.type': 'send',
+      'messaging.batch.message_count': b.messages.length,
+      ...(b.topic ? { 'messaging.destination.name': b.topic } : {}),
+    };
+    this.#batch = b;
+    this.#createTraceState = createTraceState;
+  }
+
+  /** One link per distinct trace context of the batch's events (at most MAX_LINKS). */
+  get links() {
+    const messages = this.#batch.messages;
+    const out = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < messages.length; i++) {
+      const e = messages[i]!.event;
+      const ctx = parseTraceparent(e.traceparent);
+      if (!ctx || seen.has(ctx.traceId + ctx.spanId)) continue;
+      seen.add(ctx.traceId + ctx.spanId);
+      const state = e.headers.tracestate;
+      out.push({
+        context: {
+          ...ctx,
+          isRemote: true,
+          ...(typeof state === 'string' && this.#createTraceState
+            ? { traceState: this.#createTraceState(state) }
+            : {}),
+        },
+      });
+      if (out.length === MAX_LINKS) break;
+    }
+    return out;
+  }
 }
