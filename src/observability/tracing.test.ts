@@ -1,5 +1,8 @@
 import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { createBatchTracer, MAX_LINKS, parseTraceparent } from './tracing.ts';
 
@@ -207,5 +210,27 @@ describe('createBatchTracer', () => {
       }),
     );
     expect(majors).toBeLessThanOrEqual(1);
+  });
+
+  it('no object literal in src/ defines a getter or setter (each would get an old-space map of its own)', () => {
+    const src = fileURLToPath(new URL('../', import.meta.url));
+    const found: string[] = [];
+    for (const rel of readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+      if (!rel.endsWith('.ts') || rel.endsWith('.test.ts')) continue;
+      const file = ts.createSourceFile(
+        rel,
+        readFileSync(join(src, rel), 'utf8'),
+        ts.ScriptTarget.Latest,
+        true,
+      );
+      const visit = (n: ts.Node): void => {
+        if ((ts.isGetAccessor(n) || ts.isSetAccessor(n)) && ts.isObjectLiteralExpression(n.parent))
+          found.push(`src/${rel}:${file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`);
+        ts.forEachChild(n, visit);
+      };
+      visit(file);
+    }
+    // A class's accessors are its prototype's, shared by every instance: use one instead.
+    expect(found).toEqual([]);
   });
 });
