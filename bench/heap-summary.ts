@@ -16,14 +16,33 @@ type Node = {
   children: Node[];
 };
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { top: { type: 'string', default: '30' }, stacks: { type: 'string', default: '12' } },
-});
-if (positionals.length !== 1) {
-  process.stderr.write('usage: node bench/heap-summary.ts FILE.heapprofile [--top N] [--stacks N]\n');
+/** Exit 64 (as the relay's CLI) with what is wrong and the usage line. */
+function usageError(message: string): never {
+  process.stderr.write(
+    `heap-summary: ${message}\nusage: node bench/heap-summary.ts FILE.heapprofile [--top N] [--stacks N]\n`,
+  );
   process.exit(64);
 }
+let parsed: ReturnType<typeof parse>;
+const parse = () =>
+  parseArgs({
+    allowPositionals: true,
+    options: { top: { type: 'string', default: '30' }, stacks: { type: 'string', default: '12' } },
+  });
+try {
+  parsed = parse();
+} catch (e) {
+  usageError((e as Error).message);
+}
+const { values, positionals } = parsed;
+if (positionals.length !== 1) usageError('one .heapprofile file, please');
+const count = (flag: 'top' | 'stacks') => {
+  const n = Number(values[flag]);
+  if (!Number.isInteger(n) || n < 0) usageError(`--${flag} ${values[flag]}: a whole number`);
+  return n;
+};
+const topN = count('top');
+const stacksN = count('stacks');
 const { head } = JSON.parse(readFileSync(positionals[0]!, 'utf8')) as { head: Node };
 
 const where = (n: Node) => {
@@ -37,10 +56,11 @@ const self = new Map<string, number>();
 const stacks = new Map<string, number>();
 let total = 0;
 const walk = (n: Node, path: string[]) => {
-  const here = [...path, where(n)];
+  const name = where(n);
+  const here = [...path, name];
   if (n.selfSize > 0) {
     total += n.selfSize;
-    self.set(here.at(-1)!, (self.get(here.at(-1)!) ?? 0) + n.selfSize);
+    self.set(name, (self.get(name) ?? 0) + n.selfSize);
     const key = here.slice(-6).reverse().join('\n      < ');
     stacks.set(key, (stacks.get(key) ?? 0) + n.selfSize);
   }
@@ -49,9 +69,9 @@ const walk = (n: Node, path: string[]) => {
 walk(head, []);
 
 const kb = (b: number) => `${(b / 1024).toFixed(0).padStart(8)} kB`;
-const top = <K>(m: Map<K, number>, n: string) => [...m].sort((a, b) => b[1] - a[1]).slice(0, Number(n));
+const top = (m: Map<string, number>, n: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n);
 console.log(`sampled: ${(total / 1024 / 1024).toFixed(1)} MB`);
-for (const [k, v] of top(self, values.top))
+for (const [k, v] of top(self, topN))
   console.log(`${kb(v)} ${((100 * v) / total).toFixed(1).padStart(5)} %  ${k}`);
 console.log('\nheaviest stacks (innermost first):');
-for (const [k, v] of top(stacks, values.stacks)) console.log(`${kb(v)}  ${k}\n`);
+for (const [k, v] of top(stacks, stacksN)) console.log(`${kb(v)}  ${k}\n`);
