@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { growthPer10Min, minuteP99s, p99Drift, slope, slopeWindow } from './soak-stats.ts';
+import { growthPer10Min, minuteP99s, p99Drift, secondStats, slope, slopeWindow } from './soak-stats.ts';
 
 describe('slope', () => {
   it('is the least-squares slope', () => {
@@ -74,6 +74,25 @@ describe('minuteP99s', () => {
     expect(minuteP99s(commit, ack, 5, start)).toEqual([
       { minute: 0, n: 2, p99: 10 },
       { minute: 1, n: 1, p99: 100 },
+    ]);
+  });
+});
+
+describe('secondStats', () => {
+  it('gives p50, p99 and max per second of commit time and skips what was not relayed', () => {
+    const start = 1_000_000;
+    const commit = new Float64Array([
+      start + 100,
+      start + 200,
+      start + 300,
+      start + 2500,
+      start + 2600,
+      Number.NaN,
+    ]);
+    const ack = new Float64Array([start + 101, start + 203, start + 310, start + 2502, Number.NaN, start]);
+    expect(secondStats(commit, ack, 6, start)).toEqual([
+      { second: 0, n: 3, p50: 3, p99: 10, max: 10 },
+      { second: 2, n: 1, p50: 2, p99: 2, max: 2 },
     ]);
   });
 });

@@ -88,3 +88,28 @@ export function p99Drift(
     }
   return { baseline, worst, drift: worst / baseline, worstMinute };
 }
+
+/** p50 / p99 / max (ms) per second of commit time, as minuteP99s buckets by the minute. */
+export function secondStats(
+  commitAt: Float64Array,
+  ackAt: Float64Array,
+  count: number,
+  startMs: number,
+): { second: number; n: number; p50: number; p99: number; max: number }[] {
+  const buckets: number[][] = [];
+  for (let i = 0; i < count; i++) {
+    const c = commitAt[i]!;
+    const a = ackAt[i]!;
+    if (Number.isNaN(c) || Number.isNaN(a)) continue;
+    const s = Math.floor((c - startMs) / 1000);
+    if (s < 0) continue;
+    (buckets[s] ??= []).push(a - c);
+  }
+  return buckets.flatMap((b, second) => {
+    if (!b) return [];
+    const sorted = Float64Array.from(b).sort();
+    return [
+      { second, n: b.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1)! },
+    ];
+  });
+}

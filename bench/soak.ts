@@ -14,7 +14,7 @@
  *   npm run soak -- [--minutes 30] [--rate 2000] [--out .tmp/soak] [--svg docs/soak.svg]
  *                   [--rollback-every 100] [--refuse-every 1000]   (0: none)
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -28,7 +28,7 @@ import { postmasterPid } from './pg-cpu.ts';
 import { childrenOf, machineNote, procStat, reapedChildrenCpu, sleep } from './proc.ts';
 import { startRelay } from './relay.ts';
 import { renderSoak, type SoakSample } from './soak-plot.ts';
-import { growthPer10Min, minuteP99s, p99Drift } from './soak-stats.ts';
+import { growthPer10Min, minuteP99s, p99Drift, secondStats } from './soak-stats.ts';
 import { percentile, round } from './stats.ts';
 import { createLogAppendTopic, createTopic } from './topics.ts';
 
@@ -93,7 +93,14 @@ async function main() {
   const samplesFile = join(values.out!, 'samples.jsonl');
   console.log(`soak: ${minutes} min at ${rate} commits/s; ${machineNote()}`);
   const server = await startThrowawayPostgres({
-    settings: { synchronous_commit: 'on', shared_preload_libraries: 'pg_stat_statements' },
+    settings: {
+      synchronous_commit: 'on',
+      shared_preload_libraries: 'pg_stat_statements',
+      // In the server log kept beside the samples: what PostgreSQL did when a minute was slow.
+      log_checkpoints: 'on',
+      log_autovacuum_min_duration: 0,
+      log_line_prefix: '%m [%p] ',
+    },
   });
   const db = new pg.Client({ connectionString: server.url, application_name: 'soak-sampler' });
   await db.connect();
@@ -328,6 +335,15 @@ async function main() {
     const perMinute = minuteP99s(commitAt, appendAt, total, start);
     for (const m of perMinute)
       writeFileSync(samplesFile, `${JSON.stringify({ kind: 'minute', ...m })}\n`, { flag: 'a' });
+    // Per second as well (t: the wall clock, ms): a slow minute's seconds, to set beside the logs.
+    for (const sec of secondStats(commitAt, appendAt, total, start))
+      writeFileSync(
+        samplesFile,
+        `${JSON.stringify({ kind: 'second', ...sec, t: Math.round(start + sec.second * 1000) })}\n`,
+        {
+          flag: 'a',
+        },
+      );
     const restartMinutes = [Math.floor(restartMinute)];
     // Minute 0 is the relay's start-up (JIT, the broker's first produces) while the writer already
     // commits at full rate: left out like the live bench's warm-up, and reported apart.
@@ -395,6 +411,14 @@ async function main() {
   } finally {
     for (const s of stops.reverse()) await s().catch(() => {});
     await admin.disconnect().catch(() => {});
+    // The server log (checkpoints, autovacuum) and the broker's GC log outlive their directories.
+    for (const [from, to] of [
+      [join(server.dataDir, 'server.log'), 'postgres.log'],
+      [join(broker.dir, 'node-1', 'gc.log'), 'broker-gc.log'],
+    ] as const)
+      try {
+        copyFileSync(from, join(values.out!, to));
+      } catch {}
     await broker.destroy();
     await db.end();
     await server.stop();
