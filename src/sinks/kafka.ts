@@ -172,8 +172,11 @@ export class KafkaSink implements Sink {
   /** --delivery exactly-once: every publish is a Kafka transaction (kafka-transactions.ts). */
   readonly transactions: TransactionalPublisher | null = null;
   readonly exactlyOnce?: ExactlyOnceProgress;
-  /** Topics found missing: their events fail at once, looked for again in the background (missing-topics.ts). */
-  readonly missingTopics = new MissingTopics((topic) => this.#probeTopic(topic));
+  /**
+   * Topics found missing (their events fail at once, looked for again at most once a second) and
+   * topics known present (a topic never sent to is asked about once first): missing-topics.ts.
+   */
+  readonly missingTopics: MissingTopics;
   /** The admin client of those probes: connected once, no retries (one request, one answer). */
   #probeAdmin: Admin | null = null;
 
@@ -219,6 +222,10 @@ export class KafkaSink implements Sink {
       retry: { retries: 3, initialRetryTime: 200, maxRetryTime: 2000 },
     };
     this.#producer = this.#kafka.producer(this.#producerConfig);
+    // A topic the producer may create is never missing for long: no probe before its first send.
+    this.missingTopics = new MissingTopics((topic) => this.#probeTopic(topic), {
+      probeFirst: !c.kafkaAutoCreateTopics,
+    });
     if (c.delivery === 'exactly-once') {
       const t = new TransactionalPublisher(
         this.#kafka,
@@ -296,13 +303,21 @@ export class KafkaSink implements Sink {
           aggregateType: (t.messages[0] as unknown as OutboundMessage).event?.aggregateType ?? '',
         })),
       );
-    // Nothing on the usual path: no topic remembered, no list built, no await.
-    if (this.missingTopics.size > 0) {
-      const remembered = await this.missingTopics.refusal(topicMessages.map((t) => t.topic));
-      if (remembered) throw remembered;
+    // Nothing on the usual path (every topic sent to before, none missing): no list, no await.
+    const checked = this.missingTopics.needsCheck(topicMessages);
+    if (checked) {
+      const found = this.missingTopics.foundBeforeSend;
+      const refused = await this.missingTopics.refusal(
+        topicMessages.map((t) => t.topic),
+        opts?.stream === true,
+      );
+      if (this.missingTopics.foundBeforeSend !== found)
+        this.#log.warn({ topic: refused?.topic }, MISSING_TOPIC);
+      if (refused) throw refused;
     }
     try {
       await this.#send(batch, topicMessages, opts);
+      if (checked) this.missingTopics.sent(topicMessages.map((t) => t.topic));
     } catch (e) {
       const topic = topicMessages[0]?.topic ?? '';
       if (
@@ -312,10 +327,7 @@ export class KafkaSink implements Sink {
         !this.missingTopics.has(topic) &&
         (await this.missingTopics.confirm(topic))
       )
-        this.#log.warn(
-          { topic },
-          'topic does not exist: its next events are refused after one metadata request each (no retries) until it exists',
-        );
+        this.#log.warn({ topic }, MISSING_TOPIC);
       throw e;
     }
   }
@@ -436,6 +448,9 @@ export class KafkaSink implements Sink {
 }
 
 type TopicMessages = { topic: string; messages: Message[] }[];
+
+const MISSING_TOPIC =
+  'topic does not exist: its events are refused at once, and it is looked for again at most once a second';
 
 /**
  * The batch grouped by topic, keeping stream order within each (order within a key, hence a

@@ -4,16 +4,22 @@ import { MissingTopics } from './missing-topics.ts';
 
 type Verdict = 'ok' | 'missing' | 'unauthorized' | 'unreachable';
 
-function probed(answers: Record<string, Verdict | 'throw'>) {
+function probed(answers: Record<string, Verdict | 'throw'>, opts: { probeFirst?: boolean } = {}) {
   const asked: string[] = [];
-  const m = new MissingTopics(async (t) => {
-    asked.push(t);
-    const a = answers[t] ?? 'missing';
-    if (a === 'throw') throw new Error('connection refused');
-    return a;
-  });
-  return { m, asked, answers };
+  const clock = { now: 1_000_000 };
+  const m = new MissingTopics(
+    async (t) => {
+      asked.push(t);
+      const a = answers[t] ?? 'missing';
+      if (a === 'throw') throw new Error('connection refused');
+      return a;
+    },
+    { recheckMs: 1000, now: () => clock.now, ...opts },
+  );
+  return { m, asked, answers, clock };
 }
+
+const batch = (...topics: string[]) => topics.map((topic) => ({ topic }));
 
 describe('MissingTopics', () => {
   it('remembers a topic only when its own probe says missing', async () => {
@@ -24,32 +30,89 @@ describe('MissingTopics', () => {
     expect([m.has('a'), m.has('b'), m.has('c')]).toEqual([true, false, false]);
   });
 
-  it('refuses a remembered topic still missing with a permanent, topic-wide UNKNOWN_TOPIC_OR_PARTITION', async () => {
-    const { m, asked } = probed({ b: 'missing' });
-    expect(await m.refusal(['a', 'b'])).toBeNull();
-    expect(asked).toEqual([]); // nothing remembered: no request at all
-    await m.confirm('b');
-    const e = await m.refusal(['a', 'b']);
-    expect(e?.message).toMatch(/\bb\b.*missing since/);
+  it('asks about a topic once before its first send: present — never again; missing — refused at once', async () => {
+    const { m, asked } = probed({ here: 'ok', gone: 'missing' });
+    expect(m.needsCheck(batch('here'))).toBe(true);
+    expect(await m.refusal(['here'])).toBeNull();
+    expect(m.needsCheck(batch('here'))).toBe(false); // the usual path: no probe, no await
+    expect(await m.refusal(['here'])).toBeNull();
+    expect(asked).toEqual(['here']);
+
+    const e = await m.refusal(['here', 'gone']);
+    expect(e?.message).toMatch(/\bgone\b.*missing since/);
+    expect(e?.topic).toBe('gone');
     expect(classifyKafkaError(e)).toMatchObject({
       class: 'permanent',
       reason: 'UNKNOWN_TOPIC_OR_PARTITION',
       destinationWide: true,
     });
-    expect(m.refusedFast).toBe(1);
+    expect([m.has('gone'), m.foundBeforeSend, m.refusedFast]).toEqual([true, 1, 1]);
+    expect(asked).toEqual(['here', 'gone']);
   });
 
-  it('an unreachable broker refuses nothing (no attempt burned) and keeps the memory; a topic found is forgotten', async () => {
-    const { m, answers } = probed({ x: 'missing' });
+  it('a topic the probe could not judge is sent (kafkajs decides) and asked about again until a send went through', async () => {
+    const { m, asked } = probed({ u: 'unauthorized', x: 'throw' });
+    expect(await m.refusal(['u', 'x'])).toBeNull();
+    expect(await m.refusal(['u', 'x'])).toBeNull();
+    expect(asked).toEqual(['u', 'x', 'u', 'x']);
+    expect(m.size).toBe(0);
+    m.sent(['u', 'x']);
+    expect(m.needsCheck(batch('u', 'x'))).toBe(false);
+  });
+
+  it("the stream's attempts: a remembered topic is refused without a request, asked about again at most once per recheck interval", async () => {
+    const { m, asked, answers, clock } = probed({ t: 'missing' });
+    expect(await m.refusal(['t'], true)).not.toBeNull(); // found before its first send
+    clock.now += 999;
+    for (let i = 0; i < 5; i++) expect(await m.refusal(['t'], true)).not.toBeNull();
+    expect(asked).toEqual(['t']);
+    clock.now += 1;
+    expect(await m.refusal(['t'], true)).not.toBeNull(); // asked again: still missing
+    expect(asked).toEqual(['t', 't']);
+    expect(await m.refusal(['t'], true)).not.toBeNull();
+    expect(asked).toEqual(['t', 't']);
+    answers.t = 'ok';
+    clock.now += 1000;
+    expect(await m.refusal(['t'], true)).toBeNull(); // created meanwhile: forgotten, and present
+    expect([m.has('t'), m.needsCheck(batch('t'))]).toEqual([false, false]);
+    expect(m.refusedFast).toBe(8);
+  });
+
+  it("a sweeper's retry always asks: a topic created or a broker lost within the second is not refused", async () => {
+    const { m, asked, answers } = probed({ t: 'missing', u: 'missing' });
+    await m.confirm('t');
+    await m.confirm('u');
+    expect(await m.refusal(['t'])).not.toBeNull();
+    answers.t = 'ok';
+    expect(await m.refusal(['t'])).toBeNull();
+    answers.u = 'unreachable';
+    expect(await m.refusal(['u'])).toBeNull();
+    expect(asked).toEqual(['t', 'u', 't', 't', 'u']);
+    expect(m.has('u')).toBe(true);
+  });
+
+  it('an unreachable broker at a re-check refuses nothing (no attempt burned) and keeps the memory', async () => {
+    const { m, answers, clock } = probed({ x: 'missing' });
     await m.confirm('x');
     answers.x = 'throw';
-    expect(await m.refusal(['x'])).toBeNull();
+    clock.now += 1000;
+    expect(await m.refusal(['x'], true)).toBeNull();
     answers.x = 'unreachable';
-    expect(await m.refusal(['x'])).toBeNull();
+    expect(await m.refusal(['x'], true)).toBeNull();
     expect(m.has('x')).toBe(true);
-    answers.x = 'ok';
-    expect(await m.refusal(['x'])).toBeNull();
-    expect(m.has('x')).toBe(false);
     expect(m.refusedFast).toBe(0);
+  });
+
+  it('a topic refused as missing after it was present is remembered again; probeFirst off asks nothing before a send', async () => {
+    const { m, answers } = probed({ t: 'ok' });
+    await m.refusal(['t']);
+    answers.t = 'missing';
+    expect(await m.confirm('t')).toBe(true);
+    expect(m.needsCheck(batch('t'))).toBe(true);
+
+    const off = probed({}, { probeFirst: false });
+    expect(off.m.needsCheck(batch('a'))).toBe(false);
+    expect(await off.m.refusal(['a'])).toBeNull();
+    expect(off.asked).toEqual([]);
   });
 });

@@ -1,33 +1,63 @@
 /**
- * Topics the broker said do not exist, remembered so that the next events for them fail after
- * one metadata request instead of kafkajs' metadata retries (~1.4 s). The sink publishes one
- * batch at a time, so without this every refused event — the stream's first attempt and each of
- * the sweeper's retries — held the whole stream for those 1.4 s: at 0.1 % of events for a missing
- * topic and 2,000 events/s the relay fell behind (docs/benchmarks.md, "Refused events").
+ * Which topics exist, as far as the relay's sends need to know, so that an event for a missing
+ * topic (auto-creation off) is refused without holding the stream. The sink publishes one batch
+ * at a time, and kafkajs, sending to a topic the broker does not host, retries its metadata
+ * request for ~1.4 – 3 s before it gives up: every event behind it waited that long. The soak
+ * measured it twice: ~1.4 s per refused event before topics were remembered, and then still ~3 s
+ * of stalled stream at each start of a relay (the first event for the missing topic), which was
+ * the whole of the soak's first minute's tail and of its restart's (docs/benchmarks.md).
  *
- * A remembered topic is asked about before each send that includes it (`probe`: one metadata
- * request, no retries):
- * - still missing: the send is refused at once (UNKNOWN_TOPIC_OR_PARTITION, permanent — the
- *   broker answered, so the event's attempt counts as it would have);
- * - it exists now: it is forgotten and the send goes on;
- * - no answer (the brokers are unreachable) or any other answer: the send goes on as if nothing
- *   were remembered, so a broker outage stays a transient error and burns no attempt.
- * Only single-topic refusals are remembered, and only once a probe of its own says missing: a
- * refusal of a batch for several topics does not say which one is missing (the stream re-sends
- * such a batch per topic, src/outcome/decide.ts), and in exactly-once mode the refusal may be
- * the progress topic's.
+ * - **A topic never sent to** is asked about once before its first send (`probe`: one metadata
+ *   request, no retries): it exists — remembered as present, never asked about again (until a send
+ *   to it is refused as missing); missing — remembered as missing and the send refused at once;
+ *   no answer (brokers unreachable) or any other answer — the send goes on, kafkajs decides.
+ * - **A topic remembered missing** is asked about before a send that includes it: still missing —
+ *   refused; it exists now — forgotten, the send goes on; no answer — the send goes on as if
+ *   nothing were remembered, so a broker outage stays a transient error. The stream's first
+ *   attempt of an event does not ask again within `recheckMs` (1 s) of the last "missing": it is
+ *   refused at once, without a request (0.1 % of events for a missing topic otherwise held the
+ *   stream for a metadata round trip each). A topic created meanwhile is found by the next
+ *   check: an event refused in between is failed and the sweeper's retry, which always asks,
+ *   publishes it (strict ordering parks its aggregate until then); so does an outage: no retry's
+ *   attempt is ever burnt by one.
+ *
+ * A refusal is UNKNOWN_TOPIC_OR_PARTITION, permanent and destination-wide, as the broker's own:
+ * the broker answered, so the event's attempt counts as it would have. A batch for several topics
+ * refused this way is re-sent per topic (src/outcome/decide.ts). After a send refused as missing
+ * by kafkajs itself (a topic deleted after it was present) the topic is remembered only once a
+ * probe of its own says missing: a refusal of a batch for several topics does not say which one is
+ * missing, and in exactly-once mode the refusal may be the progress topic's.
  */
 export type TopicProbe = (topic: string) => Promise<'ok' | 'missing' | 'unauthorized' | 'unreachable'>;
 
-export class MissingTopics {
-  /** topic → when it was first found missing (ms since the epoch). */
-  readonly #topics = new Map<string, number>();
-  readonly #probe: TopicProbe;
-  /** Sends refused after a probe alone, without kafkajs' retries (tests, logs). */
-  refusedFast = 0;
+/** Topics remembered as present beyond this many are forgotten together (asked about again once). */
+const MAX_PRESENT = 10_000;
 
-  constructor(probe: TopicProbe) {
+export class MissingTopics {
+  /** topic → when it was first found missing and when a probe last said so (ms since the epoch). */
+  readonly #topics = new Map<string, { since: number; checkedAt: number }>();
+  /** Topics a probe found or a send went to: no probe before their sends. */
+  readonly #present = new Set<string>();
+  readonly #probe: TopicProbe;
+  readonly #recheckMs: number;
+  readonly #now: () => number;
+  /** Whether a topic never sent to is probed before its first send (not when the producer may create topics). */
+  readonly #probeFirst: boolean;
+  /** Sends refused without kafkajs' retries: by a probe, or remembered (tests, logs). */
+  refusedFast = 0;
+  /** Topics found missing by the probe before their first send (tests, logs). */
+  foundBeforeSend = 0;
+  /** Metadata requests made (tests). */
+  probes = 0;
+
+  constructor(
+    probe: TopicProbe,
+    opts: { recheckMs?: number; probeFirst?: boolean; now?: () => number } = {},
+  ) {
     this.#probe = probe;
+    this.#recheckMs = opts.recheckMs ?? 1000;
+    this.#probeFirst = opts.probeFirst ?? true;
+    this.#now = opts.now ?? Date.now;
   }
 
   get size(): number {
@@ -39,26 +69,57 @@ export class MissingTopics {
   }
 
   /**
-   * The refusal for the first remembered topic among `topics` that a probe finds still missing;
-   * null when none is (remembered topics found to exist are forgotten on the way).
+   * Whether a send to `topics` needs `refusal` first: a topic is remembered missing, or is one
+   * never sent to. A Set lookup per topic of the batch: nothing else on the usual path.
    */
-  async refusal(topics: readonly string[]): Promise<Error | null> {
-    if (this.#topics.size === 0) return null;
+  needsCheck(topics: readonly { topic: string }[]): boolean {
+    if (this.#topics.size > 0) return true;
+    if (!this.#probeFirst) return false;
+    for (let i = 0; i < topics.length; i++) if (!this.#present.has(topics[i]!.topic)) return true;
+    return false;
+  }
+
+  /**
+   * The refusal for the first of `topics` found missing (remembered, or by the probe before its
+   * first send); null when none is (remembered topics found to exist are forgotten on the way).
+   * `recentEnough` (the stream's first attempt): a probe's "missing" of less than `recheckMs` ago
+   * stands without a new request; otherwise (the sweeper's retries) a remembered topic is asked
+   * about before each send, so an outage never burns a retry's attempt.
+   */
+  async refusal(
+    topics: readonly string[],
+    recentEnough = false,
+  ): Promise<(Error & { topic: string }) | null> {
     for (const topic of topics) {
-      const since = this.#topics.get(topic);
-      if (since === undefined) continue;
-      const verdict = await this.#probe(topic).catch(() => 'unreachable' as const);
-      if (verdict === 'ok') this.#topics.delete(topic);
-      if (verdict !== 'missing') continue;
-      this.refusedFast++;
-      return Object.assign(
-        new Error(
-          `This server does not host this topic-partition: ${topic} (missing since ${new Date(since).toISOString()})`,
-        ),
-        { name: 'KafkaJSProtocolError', type: 'UNKNOWN_TOPIC_OR_PARTITION', code: 3, retriable: false },
-      );
+      const entry = this.#topics.get(topic);
+      if (entry === undefined) {
+        if (!this.#probeFirst || this.#present.has(topic)) continue;
+        const verdict = await this.#ask(topic);
+        if (verdict === 'ok') this.#remember(topic);
+        if (verdict !== 'missing') continue;
+        const now = this.#now();
+        this.#present.delete(topic);
+        this.#topics.set(topic, { since: now, checkedAt: now });
+        this.foundBeforeSend++;
+        return this.#refuse(topic, now);
+      }
+      if (!recentEnough || this.#now() - entry.checkedAt >= this.#recheckMs) {
+        const verdict = await this.#ask(topic);
+        if (verdict === 'ok') {
+          this.#topics.delete(topic);
+          this.#remember(topic);
+        }
+        if (verdict !== 'missing') continue;
+        entry.checkedAt = this.#now();
+      }
+      return this.#refuse(topic, entry.since);
     }
     return null;
+  }
+
+  /** After a send to `topics` went through: they exist (no probe before their next sends). */
+  sent(topics: readonly string[]): void {
+    if (this.#probeFirst) for (const t of topics) this.#remember(t);
   }
 
   /**
@@ -67,8 +128,30 @@ export class MissingTopics {
    */
   async confirm(topic: string): Promise<boolean> {
     if (this.#topics.has(topic)) return true;
-    if ((await this.#probe(topic).catch(() => 'unreachable' as const)) !== 'missing') return false;
-    this.#topics.set(topic, Date.now());
+    if ((await this.#ask(topic)) !== 'missing') return false;
+    const now = this.#now();
+    this.#present.delete(topic);
+    this.#topics.set(topic, { since: now, checkedAt: now });
     return true;
+  }
+
+  #ask(topic: string): ReturnType<TopicProbe> {
+    this.probes++;
+    return this.#probe(topic).catch(() => 'unreachable' as const);
+  }
+
+  #remember(topic: string): void {
+    if (this.#present.size >= MAX_PRESENT && !this.#present.has(topic)) this.#present.clear();
+    this.#present.add(topic);
+  }
+
+  #refuse(topic: string, since: number): Error & { topic: string } {
+    this.refusedFast++;
+    return Object.assign(
+      new Error(
+        `This server does not host this topic-partition: ${topic} (missing since ${new Date(since).toISOString()})`,
+      ),
+      { name: 'KafkaJSProtocolError', type: 'UNKNOWN_TOPIC_OR_PARTITION', code: 3, retriable: false, topic },
+    );
   }
 }

@@ -27,6 +27,11 @@ export interface Sink {
 export interface PublishOptions {
   /** The stream's batch: exactly-once keeps its ids in the slot's Kafka progress record until PostgreSQL records them. */
   progress?: boolean;
+  /**
+   * The stream's first attempt of these events (not a sweeper's retry): a destination found
+   * missing less than a second ago may be refused without asking again (src/sinks/missing-topics.ts).
+   */
+  stream?: boolean;
 }
 
 /** The slot's progress as Kafka holds it, committed in the same transactions as the events. */

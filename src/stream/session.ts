@@ -19,7 +19,7 @@ import { sleep } from '../retry/backoff.ts';
 import { type DebeziumRouting, debeziumRouting } from '../route/debezium/event-router-options.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
-import type { Sink } from '../sinks/sink.ts';
+import type { PublishOptions, Sink } from '../sinks/sink.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';
@@ -115,12 +115,17 @@ export class ReplicationSession {
   ) {
     this.#d = deps;
     const sink = deps.sink;
-    this.#outcomeDeps = sink.exactlyOnce
-      ? {
-          ...deps,
-          sink: { publish: (b) => sink.publish(b, { progress: true }), classify: (e) => sink.classify(e) },
-        }
-      : deps;
+    // The stream's own attempts (a destination just found missing is refused without asking
+    // again); exactly-once: its batches join the slot's Kafka progress.
+    const opts: PublishOptions = sink.exactlyOnce ? { progress: true, stream: true } : { stream: true };
+    this.#outcomeDeps = {
+      ...deps,
+      sink: {
+        publish: (b) => sink.publish(b, opts),
+        classify: (e) => sink.classify(e),
+        ...(sink.destinationOf ? { destinationOf: (m) => sink.destinationOf!(m) } : {}),
+      },
+    };
     this.#wholeTransactions = sink.exactlyOnce !== undefined;
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
