@@ -44,26 +44,38 @@ export function growthPer10Min(points: Point[], runMinutes: number, restartAt: n
 }
 
 /**
- * p99 per minute of commit time: `commitAt[i]` / `ackAt[i]` (ms since the epoch, NaN = none) of
- * the events that were relayed, bucketed by the minute (from `startMs`) of their commit.
+ * Latencies (ms) of the events that were relayed, bucketed by `widthMs` of their commit time:
+ * `commitAt[i]` / `ackAt[i]` (ms since the epoch, NaN = none), from `startMs`.
  */
+function latencyBuckets(
+  commitAt: Float64Array,
+  ackAt: Float64Array,
+  count: number,
+  startMs: number,
+  widthMs: number,
+): Float64Array[] {
+  const buckets: number[][] = [];
+  for (let i = 0; i < count; i++) {
+    const c = commitAt[i]!;
+    const a = ackAt[i]!;
+    if (Number.isNaN(c) || Number.isNaN(a)) continue;
+    const k = Math.floor((c - startMs) / widthMs);
+    if (k < 0) continue;
+    (buckets[k] ??= []).push(a - c);
+  }
+  // Sparse (a bucket without events stays a hole: flatMap skips it), each sorted.
+  return buckets.map((b) => Float64Array.from(b).sort());
+}
+
+/** p99 per minute of commit time (latencyBuckets of 60 s). */
 export function minuteP99s(
   commitAt: Float64Array,
   ackAt: Float64Array,
   count: number,
   startMs: number,
 ): { minute: number; n: number; p99: number }[] {
-  const buckets: number[][] = [];
-  for (let i = 0; i < count; i++) {
-    const c = commitAt[i]!;
-    const a = ackAt[i]!;
-    if (Number.isNaN(c) || Number.isNaN(a)) continue;
-    const m = Math.floor((c - startMs) / 60_000);
-    if (m < 0) continue;
-    (buckets[m] ??= []).push(a - c);
-  }
-  return buckets.flatMap((b, minute) =>
-    b ? [{ minute, n: b.length, p99: percentile(Float64Array.from(b).sort(), 99) }] : [],
+  return latencyBuckets(commitAt, ackAt, count, startMs, 60_000).flatMap((b, minute) =>
+    b ? [{ minute, n: b.length, p99: percentile(b, 99) }] : [],
   );
 }
 
@@ -89,27 +101,14 @@ export function p99Drift(
   return { baseline, worst, drift: worst / baseline, worstMinute };
 }
 
-/** p50 / p99 / max (ms) per second of commit time, as minuteP99s buckets by the minute. */
+/** p50 / p99 / max (ms) per second of commit time (latencyBuckets of 1 s). */
 export function secondStats(
   commitAt: Float64Array,
   ackAt: Float64Array,
   count: number,
   startMs: number,
 ): { second: number; n: number; p50: number; p99: number; max: number }[] {
-  const buckets: number[][] = [];
-  for (let i = 0; i < count; i++) {
-    const c = commitAt[i]!;
-    const a = ackAt[i]!;
-    if (Number.isNaN(c) || Number.isNaN(a)) continue;
-    const s = Math.floor((c - startMs) / 1000);
-    if (s < 0) continue;
-    (buckets[s] ??= []).push(a - c);
-  }
-  return buckets.flatMap((b, second) => {
-    if (!b) return [];
-    const sorted = Float64Array.from(b).sort();
-    return [
-      { second, n: b.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1)! },
-    ];
-  });
+  return latencyBuckets(commitAt, ackAt, count, startMs, 1000).flatMap((b, second) =>
+    b ? [{ second, n: b.length, p50: percentile(b, 50), p99: percentile(b, 99), max: b.at(-1)! }] : [],
+  );
 }
