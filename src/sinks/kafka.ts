@@ -311,9 +311,11 @@ export class KafkaSink implements Sink {
         topicMessages.map((t) => t.topic),
         opts?.stream === true,
       );
-      if (this.missingTopics.foundBeforeSend !== found)
-        this.#log.warn({ topic: refused?.topic }, MISSING_TOPIC);
-      if (refused) throw refused;
+      if (refused) {
+        if (this.missingTopics.foundBeforeSend !== found)
+          this.#log.warn({ topic: refused.topic }, MISSING_TOPIC);
+        throw refused;
+      }
     }
     try {
       await this.#send(batch, topicMessages, opts);

@@ -48,6 +48,8 @@ describe('MissingTopics', () => {
     });
     expect([m.has('gone'), m.foundBeforeSend, m.refusedFast]).toEqual([true, 1, 1]);
     expect(asked).toEqual(['here', 'gone']);
+    // While one topic is missing, the batches of the others stay on the usual path.
+    expect([m.needsCheck(batch('here')), m.needsCheck(batch('here', 'gone'))]).toEqual([false, true]);
   });
 
   it('a topic the probe could not judge is sent (kafkajs decides) and asked about again until a send went through', async () => {
@@ -114,5 +116,7 @@ describe('MissingTopics', () => {
     expect(off.m.needsCheck(batch('a'))).toBe(false);
     expect(await off.m.refusal(['a'])).toBeNull();
     expect(off.asked).toEqual([]);
+    await off.m.confirm('b');
+    expect([off.m.needsCheck(batch('a')), off.m.needsCheck(batch('a', 'b'))]).toEqual([false, true]);
   });
 });

@@ -47,8 +47,6 @@ export class MissingTopics {
   refusedFast = 0;
   /** Topics found missing by the probe before their first send (tests, logs). */
   foundBeforeSend = 0;
-  /** Metadata requests made (tests). */
-  probes = 0;
 
   constructor(
     probe: TopicProbe,
@@ -69,13 +67,16 @@ export class MissingTopics {
   }
 
   /**
-   * Whether a send to `topics` needs `refusal` first: a topic is remembered missing, or is one
-   * never sent to. A Set lookup per topic of the batch: nothing else on the usual path.
+   * Whether a send to `topics` needs `refusal` first: one of them is remembered missing, or is
+   * one never sent to. A lookup or two per topic of the batch: nothing else on the usual path,
+   * nor for the batches of other topics while one is missing.
    */
   needsCheck(topics: readonly { topic: string }[]): boolean {
-    if (this.#topics.size > 0) return true;
-    if (!this.#probeFirst) return false;
-    for (let i = 0; i < topics.length; i++) if (!this.#present.has(topics[i]!.topic)) return true;
+    if (this.#topics.size === 0 && !this.#probeFirst) return false;
+    for (let i = 0; i < topics.length; i++) {
+      const t = topics[i]!.topic;
+      if (this.#topics.has(t) || (this.#probeFirst && !this.#present.has(t))) return true;
+    }
     return false;
   }
 
@@ -136,7 +137,6 @@ export class MissingTopics {
   }
 
   #ask(topic: string): ReturnType<TopicProbe> {
-    this.probes++;
     return this.#probe(topic).catch(() => 'unreachable' as const);
   }
 
