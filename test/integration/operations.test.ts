@@ -316,9 +316,17 @@ describe('heartbeat', () => {
       const h = await createTestDatabase({ name: `hb_${heartbeatMs}` });
       const sink = new CaptureSink();
       let relay: Relay | undefined;
+      const hold = `${h.name}_hold`;
+      const dropHold = () =>
+        h.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [
+          hold,
+        ]);
       try {
         await migrateDb(h);
         await h.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+        // The heartbeats are counted from the WAL since `from`: a physical slot holds those segments
+        // until they are counted (another test's CHECKPOINT on the shared cluster removed them once).
+        await h.query('SELECT pg_create_physical_replication_slot($1, true)', [hold]);
         const from = await currentLsn(h.pool);
         // Status updates (which ask the server for a keepalive) only once a minute: the slot must
         // advance through the server's own keepalives and, when on, the heartbeat.
@@ -358,6 +366,7 @@ describe('heartbeat', () => {
         );
         if (heartbeatMs > 0) expect(Number(beats[0]!.n)).toBeGreaterThanOrEqual(3);
         else expect(Number(beats[0]!.n)).toBe(0);
+        await dropHold();
 
         // What the server keeps (from restart_lsn) is bounded too, once a running-xacts record passed.
         await waitFor(
@@ -378,6 +387,7 @@ describe('heartbeat', () => {
         expect(sink.messages.map((m) => m.topic)).toEqual(['outbox.event.Order']);
       } finally {
         await relay?.stop();
+        await dropHold().catch(() => {});
         await h.close();
       }
     }, 90_000);
