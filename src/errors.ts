@@ -25,6 +25,7 @@ export const ErrorCode = {
   POISON_POSITION: 'POISON_POSITION',
   KAFKA_TOPICS_NOT_READY: 'KAFKA_TOPICS_NOT_READY',
   PRODUCER_FENCED: 'PRODUCER_FENCED',
+  TIMELINE_CHANGED: 'TIMELINE_CHANGED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -51,6 +52,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
   SLOT_INVALIDATED:
     'The slot fell further behind than max_slot_wal_keep_size and WAL it needed was removed (or it was dropped): events committed since its last position may never be relayed by it. By default the relay recovers by itself (docs/operations.md#lost-slot); this stop means --no-slot-recovery is set: run without it, or Drop and recreate the slot (`outbox-relay slot drop`, then run), then replay the gap with `outbox-relay replay --since <time of last relayed event>`.',
   DATABASE_UNAVAILABLE: 'The relay retries by itself; check that PostgreSQL is up and reachable.',
+  TIMELINE_CHANGED:
+    'A standby was promoted (or another database answers at this address). Nothing to do: the relay drops the outcomes it observed on the old primary, starts over from the new one, and its table recovery publishes every event the new primary has not recorded (duplicates possible). Events of transactions the new primary never received were published anyway (phantoms) unless PostgreSQL 17+ synchronized_standby_slots holds decoding back: docs/managed-postgres.md#failover.',
   BROKER_UNAVAILABLE: 'The relay retries by itself; check the brokers and the network.',
   INSUFFICIENT_PRIVILEGE:
     'Grant the missing privilege to the role (docs/deployment.md, "Roles: least privilege"), then run `outbox-relay check` with that role.',

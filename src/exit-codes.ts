@@ -23,6 +23,7 @@ export function exitCodeFor(e: RelayError): number {
   switch (e.code) {
     case ErrorCode.SLOT_INVALIDATED:
     case ErrorCode.DATABASE_UNAVAILABLE:
+    case ErrorCode.TIMELINE_CHANGED:
     case ErrorCode.BROKER_UNAVAILABLE:
       return EXIT.UNAVAILABLE;
     case ErrorCode.PRODUCER_FENCED:

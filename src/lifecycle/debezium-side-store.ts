@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { OutboxEvent } from '../route/event.ts';
 import { qualified } from '../store/sql-ident.ts';
+import { TIMELINE_SQL } from '../store/timeline.ts';
 import { type FailedRow, OutboxStore, type StreamedRow } from './outbox-store.ts';
 
 /**
@@ -33,19 +34,24 @@ export class DebeziumSideStore extends OutboxStore {
     return 1;
   }
 
-  override async recordFailed(rows: readonly FailedRow[]): Promise<number> {
+  override async recordFailed(rows: readonly FailedRow[], on: string): Promise<number> {
     return this.#insert(
       rows.map((r) => ({ id: r.id, status: 'failed', error: r.error, retryInMs: r.retryInMs })),
+      on,
     );
   }
 
-  override async recordUnrecordable(rows: readonly { id: string; error: string }[]): Promise<number> {
+  override async recordUnrecordable(
+    rows: readonly { id: string; error: string }[],
+    on: string,
+  ): Promise<number> {
     return this.#insert(
       rows.map((r) => ({ id: r.id, status: 'discarded', error: r.error, retryInMs: null })),
+      on,
     );
   }
 
-  override async recordParked(ids: readonly string[]): Promise<number> {
+  override async recordParked(ids: readonly string[], on: string): Promise<number> {
     return this.#insert(
       ids.map((id) => ({
         id,
@@ -53,6 +59,7 @@ export class DebeziumSideStore extends OutboxStore {
         error: 'parked behind a failed event of its aggregate',
         retryInMs: null,
       })),
+      on,
     );
   }
 
@@ -61,8 +68,10 @@ export class DebeziumSideStore extends OutboxStore {
     return [];
   }
 
+  /** 0 when the server is not on timeline `on` (WAL positions, like ids, name events of one timeline). */
   async #insert(
     rows: readonly { id: string; status: string; error: string; retryInMs: number | null }[],
+    on: string,
   ): Promise<number> {
     if (rows.length === 0) return 0;
     const columns = rows.map((r) => {
@@ -70,13 +79,16 @@ export class DebeziumSideStore extends OutboxStore {
       if (!e?.columns) throw new Error(`event at WAL position ${r.id} is not in this batch`);
       return e.columns;
     });
-    await this.db.query(
-      `INSERT INTO ${this.failedTable} (slot_name, wal_position, columns, status, last_error, next_attempt_at)
+    const r = await this.db.query<{ ok: boolean }>(
+      `WITH g AS (SELECT ${TIMELINE_SQL} = $7 AS ok),
+       ins AS (INSERT INTO ${this.failedTable} (slot_name, wal_position, columns, status, last_error, next_attempt_at)
        SELECT $1, f.id, f.columns, f.status, f.error,
               CASE WHEN f.retry_ms IS NULL THEN NULL ELSE clock_timestamp() + f.retry_ms * interval '1 millisecond' END
          FROM unnest($2::bigint[], $3::jsonb[], $4::text[], $5::text[], $6::float8[])
-              AS f(id, columns, status, error, retry_ms)
-       ON CONFLICT (slot_name, wal_position) DO NOTHING`,
+              AS f(id, columns, status, error, retry_ms), g
+        WHERE g.ok
+       ON CONFLICT (slot_name, wal_position) DO NOTHING RETURNING 1)
+       SELECT ok FROM g`,
       [
         this.#slot,
         rows.map((r) => r.id),
@@ -84,8 +96,9 @@ export class DebeziumSideStore extends OutboxStore {
         rows.map((r) => r.status),
         rows.map((r) => r.error),
         rows.map((r) => r.retryInMs),
+        on,
       ],
     );
-    return rows.length;
+    return r.rows[0]?.ok ? rows.length : 0;
   }
 }

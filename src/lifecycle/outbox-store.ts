@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { progressTable } from '../store/progress-table.ts';
 import { qualified } from '../store/sql-ident.ts';
+import { TIMELINE_SQL } from '../store/timeline.ts';
 import { recordProgress } from './progress.ts';
 
 export interface FailedRow {
@@ -28,6 +29,11 @@ export interface StreamedRow {
  * WAL order is not visibility order, so a row the stream just delivered may not be visible to
  * this pool's snapshots yet (microseconds under load; the whole wait while a synchronous
  * standby holds the commit). A short count is then not a success: see unwritten().
+ *
+ * Every outcome statement takes `on`, the timeline its outcomes were observed on
+ * (store/timeline.ts), and matches nothing on a server of another timeline: after a promotion an
+ * id may name another row (the new primary reuses ids), so a short count may also mean that —
+ * the caller tells the two apart with currentTimeline().
  */
 export class OutboxStore {
   readonly db: pg.Pool;
@@ -47,21 +53,21 @@ export class OutboxStore {
    * 1 = written. Rows need not be visible yet: the record is about ids, and a row that becomes
    * visible later is read through it as published (WAL order is not visibility order).
    */
-  async recordProgress(slot: string, ids: readonly string[]): Promise<number> {
+  async recordProgress(slot: string, ids: readonly string[], on: string): Promise<number> {
     if (ids.length === 0) return 1;
-    return recordProgress(this.db, this.progress, slot, ids);
+    return recordProgress(this.db, this.progress, slot, ids, on);
   }
 
   /** First permanent failure of events from the stream: attempts = 1, due again after retryInMs. */
-  async recordFailed(rows: readonly FailedRow[]): Promise<number> {
+  async recordFailed(rows: readonly FailedRow[], on: string): Promise<number> {
     if (rows.length === 0) return 0;
     const r = await this.db.query(
       `UPDATE ${this.table} AS o
           SET status = 'failed', attempts = 1, last_error = f.error,
               next_attempt_at = now() + f.retry_ms * interval '1 millisecond'
          FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, error, retry_ms)
-        WHERE o.id = f.id AND o.status = 'pending'`,
-      [rows.map((r) => r.id), rows.map((r) => r.error), rows.map((r) => r.retryInMs)],
+        WHERE o.id = f.id AND o.status = 'pending' AND ${TIMELINE_SQL} = $4`,
+      [rows.map((r) => r.id), rows.map((r) => r.error), rows.map((r) => r.retryInMs), on],
     );
     return r.rowCount ?? 0;
   }
@@ -103,23 +109,23 @@ export class OutboxStore {
    * that index, with the reason — recorded and visible (events list --status discarded), so the
    * stream can confirm past them.
    */
-  async recordUnrecordable(rows: readonly { id: string; error: string }[]): Promise<number> {
+  async recordUnrecordable(rows: readonly { id: string; error: string }[], on: string): Promise<number> {
     if (rows.length === 0) return 0;
     const r = await this.db.query(
       `UPDATE ${this.table} AS o SET status = 'discarded', attempts = 1, last_error = left(f.error, 2000), next_attempt_at = NULL
          FROM unnest($1::bigint[], $2::text[]) AS f(id, error)
-        WHERE o.id = f.id AND o.status = 'pending'`,
-      [rows.map((r) => r.id), rows.map((r) => r.error)],
+        WHERE o.id = f.id AND o.status = 'pending' AND ${TIMELINE_SQL} = $3`,
+      [rows.map((r) => r.id), rows.map((r) => r.error), on],
     );
     return r.rowCount ?? 0;
   }
 
   /** Events held behind a failed event of their aggregate (strict ordering). */
-  async recordParked(ids: readonly string[]): Promise<number> {
+  async recordParked(ids: readonly string[], on: string): Promise<number> {
     if (ids.length === 0) return 0;
     const r = await this.db.query(
-      `UPDATE ${this.table} SET status = 'parked' WHERE id = ANY($1::bigint[]) AND status = 'pending'`,
-      [ids],
+      `UPDATE ${this.table} SET status = 'parked' WHERE id = ANY($1::bigint[]) AND status = 'pending' AND ${TIMELINE_SQL} = $2`,
+      [ids, on],
     );
     return r.rowCount ?? 0;
   }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
+import { TIMELINE_SQL } from '../store/timeline.ts';
 import { idRanges } from './id-ranges.ts';
 import { sqlStatuses, UNHEALTHY } from './statuses.ts';
 
@@ -42,15 +43,17 @@ export function unpublishedRowsSql(table: string, progress: string): string {
 /**
  * Adds ids to the slot's record: one statement, whose size follows the ids' runs. Returns the
  * row count (1 when written; callers must not settle on anything else). A slot migrate did not
- * see gets its row inserted (needs INSERT, like the relay-state row).
+ * see gets its row inserted (needs INSERT, like the relay-state row). Written only while the
+ * server is on timeline `on` (store/timeline.ts): 0 on any other.
  */
 export async function recordProgress(
   db: pg.Pool | pg.ClientBase,
   progress: string,
   slot: string,
   ids: readonly string[],
+  on: string,
 ): Promise<number> {
-  return recordProgressRanges(db, progress, slot, idRanges(ids));
+  return recordProgressRanges(db, progress, slot, idRanges(ids), on);
 }
 
 /** recordProgress with the ids as int8multirange text (exactly-once: Kafka's progress record, written back). */
@@ -59,20 +62,22 @@ export async function recordProgressRanges(
   progress: string,
   slot: string,
   ranges: string,
+  on: string,
 ): Promise<number> {
   // A named (prepared) statement: it runs once per batch, and parsing it each time cost more
   // than running it (PostgreSQL's log: 0.2 ms parse vs 0.07 ms execute).
   const r = await db.query(
     named(
-      `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now() WHERE slot_name = $1`,
-      [slot, ranges],
+      `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now()
+        WHERE slot_name = $1 AND ${TIMELINE_SQL} = $3`,
+      [slot, ranges, on],
     ),
   );
   if (r.rowCount === 1) return 1;
   const i = await db.query(
-    `INSERT INTO ${progress} AS p (slot_name, published) VALUES ($1, $2::int8multirange)
+    `INSERT INTO ${progress} AS p (slot_name, published) SELECT $1, $2::int8multirange WHERE ${TIMELINE_SQL} = $3
      ON CONFLICT (slot_name) DO UPDATE SET published = p.published + EXCLUDED.published, updated_at = now()`,
-    [slot, ranges],
+    [slot, ranges, on],
   );
   return i.rowCount ?? 0;
 }

@@ -16,6 +16,7 @@ export class RelayMetrics {
   readonly confirmedLsn: Gauge;
   readonly replicationReconnects: Counter;
   readonly slotRecoveries: Counter;
+  readonly timelineChanges: Counter;
   readonly brokerOutage: Gauge;
   readonly poisonPosition: Gauge;
   readonly relayState: Gauge<'state'>;
@@ -103,6 +104,11 @@ export class RelayMetrics {
     this.slotRecoveries = new Counter({
       name: 'outbox_slot_recoveries_total',
       help: 'Lost slots recovered: a new slot, then the rows no progress record covers published from the table.',
+      registers: r,
+    });
+    this.timelineChanges = new Counter({
+      name: 'outbox_timeline_changes_total',
+      help: "The database's timeline or system identifier changed under the relay (a promotion): outcomes observed on the old one were dropped, never recorded on the new.",
       registers: r,
     });
     this.brokerOutage = new Gauge({

@@ -58,7 +58,7 @@ export interface OutcomeDeps {
   sink: Pick<Sink, 'publish' | 'classify' | 'destinationOf'>;
   store: Pick<
     OutboxStore,
-    'recordFailed' | 'recordParked' | 'recordProgress' | 'recordUnrecordable' | 'unwritten'
+    'db' | 'recordFailed' | 'recordParked' | 'recordProgress' | 'recordUnrecordable' | 'unwritten'
   >;
   /** Strict ordering's blocked aggregates, shared by the stream, slot recovery and the sweeper. */
   blocked: BlockedAggregates;

@@ -1,8 +1,9 @@
-import { errorMessage } from '../errors.ts';
+import { ErrorCode, errorMessage, isRelayError } from '../errors.ts';
 import { failureBackoff, formatError } from '../lifecycle/failure-policy.ts';
 import type { FailedRow, StreamedRow } from '../lifecycle/outbox-store.ts';
 import { Again, outagePolicy, retryUntilAborted } from '../retry/retry.ts';
 import { codeOf, SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { currentTimeline, timelineChanged } from '../store/timeline.ts';
 import { countBatch } from './count.ts';
 import { decisionsDone } from './decide.ts';
 import {
@@ -34,6 +35,13 @@ interface OutcomeWrite<R extends StreamedRow> {
  * fewer rows than it names is not done — the rows may not be visible yet (design.md §7) — and is
  * repeated for the rows still 'pending' or still invisible, until each is written or has moved
  * on; the progress statement must report its one row.
+ *
+ * Outcomes never cross a timeline (store/timeline.ts): each statement is written only while the
+ * server is on `on`, the timeline the batch was read from (the stream's IDENTIFY_SYSTEM, the
+ * table pass's first read). A short count is first checked against the server's timeline: if it
+ * changed — a retry that reached a promoted standby, whose reused ids name other rows — the
+ * batch is dropped with TIMELINE_CHANGED, never retried there; its rows, if the new primary has
+ * them, are left to the table recovery (a duplicate at most, never a loss).
  */
 export class OutcomeRecorder {
   readonly #d: OutcomeDeps;
@@ -52,6 +60,7 @@ export class OutcomeRecorder {
     batch: readonly BatchItem[],
     outcomes: readonly Outcome[],
     signal: AbortSignal,
+    on: string,
   ): Promise<boolean> {
     const { config: c, store, log } = this.#d;
     const settled: StreamedRow[] = [];
@@ -76,42 +85,56 @@ export class OutcomeRecorder {
         {
           what: 'failed',
           rows: failed,
-          write: (rows) => store.recordFailed(rows),
+          write: (rows) => store.recordFailed(rows, on),
           unrecordable: (rows, why) =>
-            store.recordUnrecordable(rows.map((r) => ({ id: r.id, error: `${r.error}; ${why}` }))),
+            store.recordUnrecordable(
+              rows.map((r) => ({ id: r.id, error: `${r.error}; ${why}` })),
+              on,
+            ),
         },
         signal,
+        on,
       )) &&
       (await this.#write(
-        { what: 'discarded', rows: discarded, write: (rows) => store.recordUnrecordable(rows) },
+        { what: 'discarded', rows: discarded, write: (rows) => store.recordUnrecordable(rows, on) },
         signal,
+        on,
       )) &&
       (await this.#write(
         {
           what: 'parked',
           rows: parked,
-          write: (rows) => store.recordParked(rows.map((r) => r.id)),
+          write: (rows) =>
+            store.recordParked(
+              rows.map((r) => r.id),
+              on,
+            ),
           unrecordable: (rows, why) =>
             store.recordUnrecordable(
               rows.map((r) => ({ id: r.id, error: `parked behind a failed event of its aggregate; ${why}` })),
+              on,
             ),
         },
         signal,
+        on,
       )) &&
       (await this.#write(
         {
           what: 'progress',
           rows: settled,
-          write: async (rows) => {
-            const n = await store.recordProgress(
+          // One row or none: none only on another timeline (the record is about ids, which need
+          // not be visible yet), which #write finds out.
+          write: async (rows) =>
+            (await store.recordProgress(
               c.slot,
               rows.map((r) => r.id),
-            );
-            if (n !== 1) throw new Error(`the progress record of slot ${c.slot} was not written (${n} rows)`);
-            return rows.length;
-          },
+              on,
+            )) === 1
+              ? rows.length
+              : 0,
         },
         signal,
+        on,
       ));
     decisionsDone(this.#d, batch, outcomes);
     if (!written) return false;
@@ -136,7 +159,7 @@ export class OutcomeRecorder {
    * batch is then written row by row, and a row PostgreSQL refuses on its own is recorded with
    * `unrecordable` (a status outside that index, with the reason) so the stream goes on.
    */
-  async #write<R extends StreamedRow>(o: OutcomeWrite<R>, signal: AbortSignal): Promise<boolean> {
+  async #write<R extends StreamedRow>(o: OutcomeWrite<R>, signal: AbortSignal, on: string): Promise<boolean> {
     const { config: c, store, metrics, outages, log } = this.#d;
     let todo = o.rows;
     if (todo.length === 0) return true;
@@ -147,11 +170,17 @@ export class OutcomeRecorder {
           n = await o.write(todo);
         } catch (e) {
           if (sqlStateOf(e) === SqlState.PROGRAM_LIMIT_EXCEEDED && o.unrecordable)
-            return this.#unrecordable(o, todo, e, signal);
+            return this.#unrecordable(o, todo, e, signal, on);
           throw e;
         }
         outages.recovered('database');
         if (n === todo.length) return true;
+        if (n === 0) {
+          // On a server of another timeline every outcome statement matches nothing.
+          const now = await currentTimeline(store.db);
+          if (now !== on) throw timelineChanged(on, now, todo.length);
+          if (o.what === 'progress') throw new Error(`the progress record of slot ${c.slot} was not written`);
+        }
         const still = new Set(await store.unwritten(todo));
         todo = todo.filter((r) => still.has(r.id));
         if (todo.length === 0) return true;
@@ -170,6 +199,8 @@ export class OutcomeRecorder {
         signal,
         policy: outagePolicy(c),
         onError: (e, attempt) => {
+          // Waiting cannot bring the old timeline back: the session ends, the outcomes are dropped.
+          if (isRelayError(e, ErrorCode.TIMELINE_CHANGED)) throw e;
           metrics.transientErrors.inc({ dependency: 'database', reason: codeOf(e) ?? 'UNKNOWN' });
           outages.failed('database', 'RECORD_OUTCOMES', errorMessage(e), { events: todo.length, attempt });
         },
@@ -184,14 +215,15 @@ export class OutcomeRecorder {
     todo: R[],
     e: unknown,
     signal: AbortSignal,
+    on: string,
   ): Promise<boolean> {
     if (todo.length > 1) {
-      for (const r of todo) if (!(await this.#write({ ...o, rows: [r] }, signal))) return false;
+      for (const r of todo) if (!(await this.#write({ ...o, rows: [r] }, signal, on))) return false;
       return true;
     }
     const why = `PostgreSQL cannot record it '${o.what}' (${errorMessage(e)}: its aggregate columns are too long for the index of failed, dead and parked rows), so it is recorded 'discarded'; if it should still be published, correct the row and re-insert it (\`outbox-relay replay --since <created_at> --event-id <event_id>\`)`;
     this.#d.log.error({ id: todo[0]!.id, outcome: o.what, err: errorMessage(e) }, why);
     const fallback = o.unrecordable!;
-    return this.#write({ what: 'discarded', rows: todo, write: (rows) => fallback(rows, why) }, signal);
+    return this.#write({ what: 'discarded', rows: todo, write: (rows) => fallback(rows, why) }, signal, on);
   }
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { ident } from '../store/sql-ident.ts';
+import { timelineKey } from '../store/timeline.ts';
 import { BINARY_READABLE_TYPES } from './binary-values.ts';
 import { CopyReader } from './copy-reader.ts';
 import { READ_COLUMNS } from './decoder.ts';
@@ -26,8 +27,11 @@ export interface StreamHandlers {
    * reuses its buffer).
    */
   onData(data: Buffer, start: number, end: number): void;
-  /** Right before START_REPLICATION goes out: how the stream will be read. */
-  onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean }): void;
+  /**
+   * Right before START_REPLICATION goes out: how the stream will be read, and the server's
+   * timeline key from IDENTIFY_SYSTEM (store/timeline.ts): every event of this stream belongs to it.
+   */
+  onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean; timeline: string }): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
 }
@@ -105,6 +109,16 @@ export async function streamUnconverted(client: pg.ClientBase): Promise<boolean>
   return true;
 }
 
+/**
+ * IDENTIFY_SYSTEM on the replication connection: the timeline key of the server this stream comes
+ * from. A logical walsender streams the server's current timeline (a standby's decoding aside).
+ */
+export async function identifySystem(client: pg.ClientBase): Promise<string> {
+  const r = await client.query<{ systemid: string; timeline: number | string }>('IDENTIFY_SYSTEM');
+  const row = r.rows[0]!;
+  return timelineKey(String(row.systemid), Number(row.timeline));
+}
+
 export interface StartOptions {
   slot: string;
   publication: string;
@@ -164,6 +178,7 @@ export class ReplicationConnection {
 
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
+    const timeline = await identifySystem(this.#client);
     this.#binary = !opts.text && (await binaryPossible(this.#client, opts.publication));
     const unconverted = await streamUnconverted(this.#client);
     const connection = this.#connection;
@@ -195,7 +210,7 @@ export class ReplicationConnection {
       });
       stableBuffers = reader.stable;
     } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
-    handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted });
+    handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted, timeline });
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
       .join(', ');

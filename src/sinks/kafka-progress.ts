@@ -19,6 +19,12 @@ export interface KafkaProgress {
   published: string;
   /** `<producer instance>:<transaction number>`: which transaction wrote it. */
   token: string;
+  /**
+   * The database timeline key (store/timeline.ts) the ids were read on: after a promotion they
+   * may name other rows of the new primary, so a record of another timeline is never added to
+   * PostgreSQL's progress record. Absent in records of relays before it (taken as current).
+   */
+  timeline?: string;
 }
 
 export function encodeProgress(p: KafkaProgress): string {

@@ -71,6 +71,8 @@ export class TransactionalPublisher {
   #knowsLast = false;
   #unresolved: Unresolved | null = null;
   readonly #pending = new Set<string>();
+  /** The database timeline the ids belong to (KafkaProgress.timeline); null until told. */
+  #timeline: string | null = null;
   #fenced: RelayError | null = null;
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
@@ -205,6 +207,12 @@ export class TransactionalPublisher {
     return latest;
   }
 
+  /** The database timeline of the ids from now on; a change forgets the pending ones (another timeline's). */
+  setTimeline(key: string): void {
+    if (this.#timeline !== null && this.#timeline !== key) this.#pending.clear();
+    this.#timeline = key;
+  }
+
   /** Ids PostgreSQL's progress record now holds ('all': every id committed so far). */
   recorded(ids: readonly string[] | 'all'): void {
     if (ids === 'all') this.#pending.clear();
@@ -272,6 +280,7 @@ export class TransactionalPublisher {
             id: this.#c.transactionalId,
             published: idRanges(this.#pending.size === 0 ? ids : [...this.#pending, ...ids]),
             token,
+            ...(this.#timeline === null ? {} : { timeline: this.#timeline }),
           }),
         },
       ],

@@ -239,7 +239,11 @@ export class KafkaSink implements Sink {
       );
       this.transactions = t;
       this.exactlyOnce = {
-        committed: async () => (await t.committed())?.published ?? '{}',
+        committed: async () => {
+          const p = await t.committed();
+          return { published: p?.published ?? '{}', timeline: p?.timeline ?? null };
+        },
+        timeline: (key) => t.setTimeline(key),
         recorded: (ids) => t.recorded(ids),
         fenced: () => t.fenced,
         counts: () => ({

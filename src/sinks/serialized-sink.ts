@@ -23,6 +23,7 @@ export class SerializedSink implements Sink {
       this.exactlyOnce = {
         committed: () => this.#serial(() => eo.committed()),
         recorded: (ids) => eo.recorded(ids),
+        timeline: (key) => eo.timeline(key),
         fenced: () => eo.fenced(),
         counts: () => eo.counts(),
       };

@@ -41,7 +41,12 @@ export interface ExactlyOnceProgress {
    * read read_committed after fencing every older producer. Rejects with PRODUCER_FENCED when
    * another relay wrote it since this one's last commit.
    */
-  committed(): Promise<string>;
+  committed(): Promise<{ published: string; timeline: string | null }>;
+  /**
+   * The database timeline (store/timeline.ts) of the ids published from now on, written into each
+   * progress record. A change forgets the ids not yet recorded: they name rows of the old timeline.
+   */
+  timeline(key: string): void;
   /** Ids PostgreSQL's progress record now holds ('all': every id committed so far). */
   recorded(ids: readonly string[] | 'all'): void;
   /** The PRODUCER_FENCED error once this relay was fenced (it never publishes again), else null. */

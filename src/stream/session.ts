@@ -74,6 +74,8 @@ export class ReplicationSession {
   #lastProgressAt = Date.now();
   /** Commit LSN of the last transaction whose BEGIN arrived (names a poison position's transaction). */
   #lastBeginLsn: Lsn | null = null;
+  /** The stream's timeline key (IDENTIFY_SYSTEM): outcomes are recorded only while the server is on it. */
+  #timeline: string | null = null;
   readonly #recorder: OutcomeRecorder;
   /** Rejected by fail(): ends run() with that error (e.g. the sweeper found the slot lost). */
   #rejectFailed: (e: RelayError) => void = () => {};
@@ -150,6 +152,11 @@ export class ReplicationSession {
     return this.#lastBeginLsn;
   }
 
+  /** The timeline key of the server streamed from (store/timeline.ts); null before the stream started. */
+  get timeline(): string | null {
+    return this.#timeline;
+  }
+
   /** Ends the session with `e` (not drained: for fatal conditions such as an invalidated slot). */
   fail(e: RelayError): void {
     this.#rejectFailed(e);
@@ -159,7 +166,11 @@ export class ReplicationSession {
    * Runs until `stop` aborts (then drains for up to shutdownTimeoutMs and returns) or the
    * stream fails (then throws a retriable DATABASE_UNAVAILABLE).
    */
-  async run(stop: AbortSignal, onStreaming: () => void): Promise<void> {
+  async run(
+    stop: AbortSignal,
+    onStreaming: () => void,
+    onTimeline: (key: string) => void = () => {},
+  ): Promise<void> {
     const { config: c, log } = this.#d;
     const conn = await ReplicationConnection.open(c.databaseUrl).catch((e) => {
       throw new RelayError(
@@ -193,9 +204,11 @@ export class ReplicationSession {
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
-        onStart: ({ stableBuffers, unconverted }) => {
+        onStart: ({ stableBuffers, unconverted, timeline }) => {
           this.#decoder.keepViews = stableBuffers;
           this.#decoder.checkUtf8 = unconverted;
+          this.#timeline = timeline;
+          onTimeline(timeline);
         },
       },
     );
@@ -450,6 +463,12 @@ export class ReplicationSession {
       }
       recorder = null;
     };
+    // A recorder that cannot go on (the timeline changed under it) ends the session with its error.
+    const recordOrFail = () =>
+      record().catch((e: unknown) => {
+        recorder = null;
+        this.fail(isRelayError(e) ? e : classifyStreamError(e));
+      });
     let busy = false;
     while (!signal.aborted) {
       // Woken by the next push or by the abort: no timer per wait (a live stream waits per commit).
@@ -470,7 +489,7 @@ export class ReplicationSession {
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
       published.push({ batch, outcomes });
-      recorder ??= record();
+      recorder ??= recordOrFail();
     }
     await recorder;
   }
@@ -505,7 +524,8 @@ export class ReplicationSession {
 
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
-    if (!(await this.#recorder.record(batch, outcomes, signal))) return; // aborted: nothing of this batch settles
+    // The timeline is known before any event arrives (onStart precedes START_REPLICATION).
+    if (!(await this.#recorder.record(batch, outcomes, signal, this.#timeline!))) return; // aborted: nothing of this batch settles
     // Exactly-once: PostgreSQL holds these ids now; Kafka's progress record may drop them.
     this.#d.sink.exactlyOnce?.recorded(batch.map((p) => p.message.event.id));
     // A transaction's events are settled together (they are consecutive in a batch).

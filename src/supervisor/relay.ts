@@ -29,6 +29,7 @@ import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
+import { currentTimeline, timelineChanged } from '../store/timeline.ts';
 import { ReplicationSession } from '../stream/session.ts';
 import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
@@ -36,6 +37,7 @@ import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { publishUnrecorded } from './slot-recovery.ts';
 import { StateRecorder } from './state-recorder.ts';
+import { TimelineWatch } from './timeline-watch.ts';
 
 export interface RelayOptions {
   config: Config;
@@ -147,6 +149,9 @@ export class Relay {
   #blocked: BlockedAggregates | null = null;
   /** This process has opened the slot before: finding it missing later means it was dropped. */
   #slotSeen = false;
+  readonly #timelines: TimelineWatch;
+  /** Exactly-once: the timeline Kafka's progress was synced on this round (#syncKafkaProgress). */
+  #syncedOn: string | null = null;
 
   constructor(o: RelayOptions) {
     this.#c = o.config;
@@ -156,6 +161,7 @@ export class Relay {
     const eo = this.#sink.exactlyOnce;
     if (eo) this.metrics.watchExactlyOnce(() => eo.counts());
     this.#outages = new OutageLog(this.#log);
+    this.#timelines = new TimelineWatch(this.#log, this.metrics);
   }
 
   /** Aggregates the stream holds back in strict ordering (an earlier event failed, dead or parked). */
@@ -410,14 +416,26 @@ export class Relay {
           };
           lost.addEventListener('abort', onLost, { once: true });
           try {
-            await session.run(AbortSignal.any([stop, lost]), () => {
-              if (lost.aborted) return;
-              streamed = true;
-              // While poisoned the state stays 'waiting' until the position is passed (#tick).
-              if (!this.#poison.poison) this.#setState('streaming');
-              // Only the leader sweeps: a standby never retries, prunes or releases.
-              sweeper.start();
-            });
+            await session.run(
+              AbortSignal.any([stop, lost]),
+              () => {
+                if (lost.aborted) return;
+                streamed = true;
+                // While poisoned the state stays 'waiting' until the position is passed (#tick).
+                if (!this.#poison.poison) this.#setState('streaming');
+                // Only the leader sweeps: a standby never retries, prunes or releases.
+                sweeper.start();
+              },
+              (timeline) => {
+                this.#timelines.observe(timeline);
+                // Exactly-once: Kafka's progress was synced on another timeline (a promotion in
+                // between): this round's ids would be taken for the old one's. Start over.
+                const eo = this.#sink.exactlyOnce;
+                if (eo && this.#syncedOn !== timeline)
+                  session.fail(timelineChanged(this.#syncedOn ?? 'unknown', timeline, 0));
+                eo?.timeline(timeline);
+              },
+            );
           } finally {
             lost.removeEventListener('abort', onLost);
             await sweeper.stop();
@@ -436,6 +454,13 @@ export class Relay {
           this.#current = null;
           const e = toRelayError(err);
           if (stop.aborted) break;
+          if (e.code === ErrorCode.TIMELINE_CHANGED) {
+            // A promotion: not an outage; the next round starts from the new primary's state
+            // (after the usual back-off, which only a healthy session resets: never a hot loop).
+            this.#timelines.dropped(e);
+            await sleep(backoffDelay(outagePolicy(c), ++this.#attempt), stop);
+            continue;
+          }
           // Exactly-once: fenced while the session ended for another reason (a zombie resumed
           // after a takeover sees its database sessions terminated too, often first): it exits 75
           // rather than wait as a standby whose producer can never publish again.
@@ -498,7 +523,11 @@ export class Relay {
    */
   async #syncKafkaProgress(pool: pg.Pool, store: OutboxStore): Promise<void> {
     const eo = this.#sink.exactlyOnce!;
-    const ranges = await eo.committed().catch((e: unknown) => {
+    // Before Kafka's record is read: its ids are recorded only on this timeline (store/timeline.ts).
+    const on = await currentTimeline(pool);
+    this.#syncedOn = on;
+    eo.timeline(on);
+    const committed = await eo.committed().catch((e: unknown) => {
       if (isRelayError(e) && !e.retriable) throw e;
       throw new RelayError(
         ErrorCode.BROKER_UNAVAILABLE,
@@ -506,7 +535,18 @@ export class Relay {
         { retriable: true, cause: e },
       );
     });
-    if (ranges === '{}') {
+    const ranges = committed.published;
+    if (committed.timeline !== null && committed.timeline !== on) {
+      // A promotion since Kafka's last commit: its ids name rows of the old primary, some of
+      // which the new one reuses for other rows. Not recorded: the new primary's own record and
+      // the table recovery decide (those events may be published again: duplicates).
+      this.#timelines.observe(committed.timeline);
+      this.#timelines.observe(on);
+      this.#log.warn(
+        { kafkaTimeline: committed.timeline, timeline: on, published: ranges.slice(0, 200) },
+        "exactly-once: Kafka's committed progress was written on another database timeline (a promotion): its ids are not added to this primary's progress record; events of it that this primary has are published again (duplicates for a read_committed consumer)",
+      );
+    } else if (ranges === '{}') {
       // Right at a first start; after one, the progress topic was deleted (or is another cluster).
       const recorded = await readProgress(pool, store.progress, this.#c.slot);
       if (recorded && recorded !== '{}')
@@ -515,8 +555,12 @@ export class Relay {
           "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
         );
     } else {
-      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges);
-      if (n !== 1) throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
+      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges, on);
+      if (n !== 1) {
+        const now = await currentTimeline(pool);
+        if (now !== on) throw timelineChanged(on, now, 0);
+        throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
+      }
       this.#log.info(
         { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
         "Kafka's committed progress added to the progress record",

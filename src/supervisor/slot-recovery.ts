@@ -9,6 +9,7 @@ import { type OutcomeDeps, PARKED, PUBLISHED, routeItem } from '../outcome/outco
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf } from '../route/router.ts';
+import { currentTimeline } from '../store/timeline.ts';
 
 export interface RecoveryDeps extends OutcomeDeps {
   config: Config;
@@ -52,6 +53,8 @@ export async function publishUnrecorded(
 ): Promise<RecoveryResult | null> {
   const route = routeConfigOf(d.config);
   const recorder = new OutcomeRecorder(d);
+  // Read before the rows: outcomes of rows read on this timeline are recorded only on it.
+  const on = await currentTimeline(d.store.db);
   const result: RecoveryResult = { published: 0, failed: 0, parked: 0, firstId: null, lastId: null };
   const recorded = await readPublished(d.store.db, d.store.progress);
   for (const [lo, hi] of complement(parseIdRanges(recorded))) {
@@ -60,7 +63,7 @@ export async function publishUnrecorded(
       if (signal.aborted) return null;
       const rows = await pendingRowsBetween(d.store.db, d.store.table, from, hi, BATCH);
       if (rows.length === 0) break;
-      if (!(await settleBatch(d, recorder, route, rows, result, signal))) return null;
+      if (!(await settleBatch(d, recorder, route, rows, result, signal, on))) return null;
       from = BigInt(rows[rows.length - 1]!.id) + 1n;
       result.firstId ??= rows[0]!.id;
       result.lastId = rows[rows.length - 1]!.id;
@@ -78,10 +81,11 @@ async function settleBatch(
   rows: StoredRow[],
   result: RecoveryResult,
   signal: AbortSignal,
+  on: string,
 ): Promise<boolean> {
   const items = rows.map((r) => routeItem(rowToEvent(r), route));
   const outcomes = await decideBatch(d, items, signal);
-  if (!outcomes || !(await recorder.record(items, outcomes, signal))) return false;
+  if (!outcomes || !(await recorder.record(items, outcomes, signal, on))) return false;
   for (const o of outcomes) {
     if (o === PUBLISHED) result.published++;
     else if (o === PARKED) result.parked++;
