@@ -13,6 +13,8 @@ export interface Result extends Omit<Tally, 'lostSample' | 'violationSample'> {
   /** Why it failed (loss, order, broken checks, an error). */
   failures: string[];
   notes: string[];
+  /** Events read back for transactions the database does not have (failover scenarios). */
+  phantoms?: number;
 }
 
 const mb = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
@@ -22,7 +24,7 @@ export function line(r: Result): string {
   return [
     `${r.pass ? 'PASS' : 'FAIL'} ${r.scenario}:`,
     `written ${r.written}, read ${r.read}, lost ${r.lost}, duplicates ${r.duplicates},`,
-    `order violations ${r.orderViolations}, max retained WAL ${mb(r.maxRetainedWalBytes)},`,
+    `order violations ${r.orderViolations},${r.phantoms === undefined ? '' : ` phantoms ${r.phantoms},`} max retained WAL ${mb(r.maxRetainedWalBytes)},`,
     `takeover ${ms(r.takeoverMs)}, recovery ${ms(r.recoveryMs)}, duration ${ms(r.durationMs)}`,
   ].join(' ');
 }
@@ -52,11 +54,11 @@ export function summary(results: readonly Result[]): string {
     const name = r.scenario.replace(/#\d+$/, '');
     by.set(name, [...(by.get(name) ?? []), r]);
   }
-  const head = '| scenario | runs | passed | lost | duplicates | order violations |';
-  const sep = '|---|---:|---:|---|---|---|';
+  const head = '| scenario | runs | passed | lost | duplicates | order violations | phantoms |';
+  const sep = '|---|---:|---:|---|---|---|---|';
   const rows = [...by].map(([name, rs]) => {
     const list = (f: (r: Result) => number) => rs.map(f).join(' / ');
-    return `| ${name} | ${rs.length} | ${rs.filter((r) => r.pass).length} | ${list((r) => r.lost)} | ${list((r) => r.duplicates)} | ${list((r) => r.orderViolations)} |`;
+    return `| ${name} | ${rs.length} | ${rs.filter((r) => r.pass).length} | ${list((r) => r.lost)} | ${list((r) => r.duplicates)} | ${list((r) => r.orderViolations)} | ${rs.some((r) => r.phantoms !== undefined) ? list((r) => r.phantoms ?? 0) : '–'} |`;
   });
   return [head, sep, ...rows].join('\n');
 }

@@ -12,6 +12,13 @@ export interface Outcome {
   takeoverMs?: number | null;
   recoveryMs?: number | null;
   notes?: string[];
+  /** Events read back that the database does not have (a failover to a standby that lagged). */
+  phantoms?: number;
+  /**
+   * Why duplicates are expected even under exactly-once (a failover's table recovery publishes
+   * again what the new primary had not recorded): reported, not a failure.
+   */
+  duplicatesExpected?: string;
 }
 
 export interface Scenario {

@@ -7,6 +7,7 @@ import { idleWalChurn } from './idle-wal-churn.ts';
 import { kill9Storm } from './kill9-storm.ts';
 import { leaderFailover } from './leader-failover.ts';
 import { partialRefusal } from './partial-refusal.ts';
+import { PG_FAILOVER_SCENARIOS } from './pg-failover.ts';
 import { pgRestart } from './pg-restart.ts';
 import { standbyTakeover } from './standby-takeover.ts';
 import { visibilityRace } from './visibility-race.ts';
@@ -24,4 +25,5 @@ export const SCENARIOS: Scenario[] = [
   idleWalChurn,
   ...CLUSTER_SCENARIOS,
   ...SINK_SCENARIOS,
+  ...PG_FAILOVER_SCENARIOS,
 ];
