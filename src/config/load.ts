@@ -79,6 +79,7 @@ export interface Config {
   maxInflightBytes: number;
   markPublished: boolean;
   statusIntervalMs: number;
+  replicationTimeoutMs: number;
   retryInitialMs: number;
   retryMaxMs: number;
   shutdownTimeoutMs: number;

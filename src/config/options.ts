@@ -757,6 +757,17 @@ export const OPTIONS: readonly OptionSpec[] = [
     commands: RUN,
   },
   {
+    key: 'replicationTimeoutMs',
+    flag: 'replication-timeout-ms',
+    env: 'OUTBOX_REPLICATION_TIMEOUT_MS',
+    type: 'int',
+    default: 60000,
+    min: 0,
+    group: 'Pipeline',
+    doc: "Ends the replication connection when the server sent nothing for this long while the relay was reading (its status updates ask for a reply every --status-interval-ms), as PostgreSQL's wal_receiver_timeout does: a primary whose host vanished (a failover without a connection reset) is otherwise noticed only when TCP gives up, ~15 min later. 0 = never.",
+    commands: RUN,
+  },
+  {
     key: 'retryInitialMs',
     flag: 'retry-initial-ms',
     env: 'OUTBOX_RETRY_INITIAL_MS',

@@ -72,6 +72,8 @@ export class ReplicationSession {
   #paused = false;
   #warnedOtherTable = false;
   #lastProgressAt = Date.now();
+  /** Messages received (data and keepalives): the silence check compares it tick to tick. */
+  #receivedCount = 0;
   /** Commit LSN of the last transaction whose BEGIN arrived (names a poison position's transaction). */
   #lastBeginLsn: Lsn | null = null;
   /** The stream's timeline key (IDENTIFY_SYSTEM): outcomes are recorded only while the server is on it. */
@@ -217,7 +219,11 @@ export class ReplicationSession {
     // The periodic update asks for a reply: the server answers with a keepalive carrying its
     // WAL end, which is how an idle outbox lets the slot advance while other tables churn
     // (otherwise keepalives come only every wal_sender_timeout / 2).
-    const timer = setInterval(() => this.#sendStatus(true), c.statusIntervalMs);
+    const silence = { seen: -1, sinceMs: 0 };
+    const timer = setInterval(() => {
+      this.#sendStatus(true);
+      this.#checkSilence(silence);
+    }, c.statusIntervalMs);
     const publisher = this.#publishLoop();
     publisher.catch(() => {});
     this.#failed.catch(() => {});
@@ -255,6 +261,31 @@ export class ReplicationSession {
       await publisher.catch(() => {});
       await conn.close();
     }
+  }
+
+  /**
+   * Every status tick asks the server for a reply; a server that sent nothing for
+   * --replication-timeout-ms while the socket was read is gone (a host lost without a reset, as
+   * at a failover), however long TCP would keep the connection: the session ends, as PostgreSQL's
+   * walreceiver does after wal_receiver_timeout. A paused socket is not read: no silence then.
+   */
+  #checkSilence(s: { seen: number; sinceMs: number }): void {
+    const limit = this.#d.config.replicationTimeoutMs;
+    if (limit <= 0) return;
+    const now = performance.now();
+    if (this.#paused || s.seen !== this.#receivedCount) {
+      s.seen = this.#receivedCount;
+      s.sinceMs = now;
+      return;
+    }
+    if (now - s.sinceMs < limit) return;
+    this.fail(
+      new RelayError(
+        ErrorCode.DATABASE_UNAVAILABLE,
+        `the server sent nothing on the replication connection for ${Math.round((now - s.sinceMs) / 1000)} s although asked to reply every ${this.#d.config.statusIntervalMs / 1000} s (--replication-timeout-ms): the connection is taken as dead`,
+        { retriable: true },
+      ),
+    );
   }
 
   /** Stop reading, let in-flight events settle (bounded), confirm what settled. */
@@ -319,6 +350,7 @@ export class ReplicationSession {
   }
 
   #onMessage(data: Buffer, start: number, end: number): void {
+    this.#receivedCount++;
     // The position received is read from the last message only when a status update reports it.
     this.#lastData = data;
     this.#lastStart = start;
@@ -380,6 +412,7 @@ export class ReplicationSession {
   }
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
+    this.#receivedCount++;
     if (walEnd > this.#received) this.#received = walEnd;
     this.#tracker.noteServerPosition(walEnd);
     if (replyRequested) this.#sendStatus(false);

@@ -35,6 +35,7 @@ import type { PublishOptions, Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { memorySink } from '../support/memory-sink.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
 import { waitFor } from '../support/postgres.ts';
 
@@ -314,3 +315,60 @@ async function timelineChanges(relay: Relay): Promise<number> {
   const c = (relay.metrics as Partial<Relay['metrics']>).timelineChanges;
   return c ? ((await c.get()).values[0]?.value ?? 0) : 0;
 }
+
+describe('a replication connection that goes silent (a host lost without a reset)', () => {
+  let server: ThrowawayPostgres;
+  let proxy: PgProxy;
+  let relay: Relay | null = null;
+  afterAll(async () => {
+    await relay?.stop();
+    await proxy?.stop();
+    await server?.stop();
+  });
+
+  it('is given up after --replication-timeout-ms and the stream resumes on a new one', async () => {
+    server = await startThrowawayPostgres();
+    const slot = 'silent_stream';
+    {
+      const c = new pg.Client(server.url);
+      await c.connect();
+      try {
+        await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot });
+      } finally {
+        await c.end();
+      }
+    }
+    proxy = await PgProxy.start(server.port);
+    const config = loadConfig(
+      'run',
+      [
+        ...['--database-url', proxy.url(), '--slot', slot, '--sink', 'stdout', '--http-port', '0'],
+        ...['--retry-initial-ms', '50', '--retry-max-ms', '500'],
+        ...['--status-interval-ms', '200', '--replication-timeout-ms', '2000'],
+      ],
+      {},
+    ).config;
+    const sink = memorySink();
+    relay = new Relay({ config, sink, log: silentLogger() });
+    await relay.start();
+    const writer = new Writer('Silent');
+    writer.start(server.url);
+    await waitFor(() => sink.published.length >= 100, { timeoutMs: 60_000, message: 'streaming' });
+    await writer.stop();
+    // The walsender is gone, the relay's end of the connection hears nothing, nothing resets it.
+    proxy.silenceReplication();
+    const before = writer.s;
+    writer.start(server.url);
+    await waitFor(() => writer.s >= before + 100, { timeoutMs: 30_000, message: 'writes after the silence' });
+    await writer.stop();
+    await waitFor(
+      () => {
+        const seen = new Set(sink.published.map((m) => JSON.parse(m.event.payload!.toString()).s as number));
+        for (let s = 0; s < writer.s; s++) if (!seen.has(s)) return false;
+        return true;
+      },
+      { timeoutMs: 60_000, message: 'every event streamed after the silent connection was given up' },
+    );
+    expect(sink.published.length).toBeGreaterThanOrEqual(writer.s);
+  }, 180_000);
+});

@@ -62,15 +62,23 @@ export class PgProxy {
   lose(o: { silentReplication?: boolean } = {}): void {
     this.#target = null;
     for (const p of [...this.#pairs]) {
-      if (o.silentReplication && p.replication) {
-        this.#pairs.delete(p);
-        p.client.removeAllListeners('data');
-        p.client.on('error', () => {});
-        p.server?.removeAllListeners('close');
-        p.server?.destroy();
-        this.#silent.add(p.client);
-      } else this.#drop(p);
+      if (o.silentReplication && p.replication) this.#silence(p);
+      else this.#drop(p);
     }
+  }
+
+  /** Only the replication connections go silent (their server side ends); the rest carry on. */
+  silenceReplication(): void {
+    for (const p of [...this.#pairs]) if (p.replication) this.#silence(p);
+  }
+
+  #silence(p: Pair): void {
+    this.#pairs.delete(p);
+    p.client.removeAllListeners('data');
+    p.client.removeAllListeners('close');
+    p.server?.removeAllListeners('close');
+    p.server?.destroy();
+    this.#silent.add(p.client);
   }
 
   /** Where connections go from now on; those waiting go there at once. */
