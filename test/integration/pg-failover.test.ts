@@ -148,15 +148,7 @@ describe.each([
     primary = await startThrowawayPostgres({ version });
     standby = await startStandby(primary);
     const slot = `failover_${version}`;
-    {
-      const c = new pg.Client(primary.url);
-      await c.connect();
-      try {
-        await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot });
-      } finally {
-        await c.end();
-      }
-    }
+    await migrateOn(primary.url, slot);
     await kafka.createTopic(`outbox.event.${TYPE}`, 2);
     proxy = await PgProxy.start(primary.port);
     const config = loadConfig(
@@ -329,15 +321,7 @@ describe('a replication connection that goes silent (a host lost without a reset
   it('is given up after --replication-timeout-ms and the stream resumes on a new one', async () => {
     server = await startThrowawayPostgres();
     const slot = 'silent_stream';
-    {
-      const c = new pg.Client(server.url);
-      await c.connect();
-      try {
-        await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot });
-      } finally {
-        await c.end();
-      }
-    }
+    await migrateOn(server.url, slot);
     proxy = await PgProxy.start(server.port);
     const config = loadConfig(
       'run',
@@ -372,3 +356,13 @@ describe('a replication connection that goes silent (a host lost without a reset
     expect(sink.published.length).toBeGreaterThanOrEqual(writer.s);
   }, 180_000);
 });
+
+async function migrateOn(url: string, slot: string): Promise<void> {
+  const c = new pg.Client(url);
+  await c.connect();
+  try {
+    await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot });
+  } finally {
+    await c.end();
+  }
+}
