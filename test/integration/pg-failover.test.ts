@@ -204,7 +204,8 @@ describe.each([
 
     await standby.promote();
     // The application goes on against the new primary; its sequence reuses the lost rows' ids.
-    const crashedMax = crashedBatch.reduce((a, b) => (b > a ? b : a));
+    let crashedMax = crashedBatch[0]!;
+    for (const id of crashedBatch) if (id > crashedMax) crashedMax = id;
     writer.start(standby.url);
     await waitFor(
       async () => {
@@ -272,10 +273,8 @@ describe.each([
     const lost = rows.filter((r) => !seen.has(r.event_id));
     const phantoms = [...seen.keys()].filter((id) => !have.has(id)).length;
     const duplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
-    const statuses = rows.reduce<Record<string, number>>(
-      (m, r) => ({ ...m, [r.status]: (m[r.status] ?? 0) + 1 }),
-      {},
-    );
+    const statuses: Record<string, number> = {};
+    for (const r of rows) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
     console.log(
       `PG ${version} ${delivery}: written on the new primary ${rows.length}, read back ${[...seen.values()].reduce((a, b) => a + b, 0)}, lost ${lost.length}, phantom ${phantoms}, duplicates ${duplicates}; statuses ${JSON.stringify(statuses)}; timeline changes ${await timelineChanges(relay)}`,
     );
