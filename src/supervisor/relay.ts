@@ -16,6 +16,8 @@ import {
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
+import { serverVersion, turnOnSlotFailover } from '../replication/failover.ts';
+import { FAILOVER_SLOTS_SINCE } from '../replication/failover-readiness.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.ts';
 import { privilegeError } from '../replication/privileges.ts';
@@ -621,9 +623,12 @@ export class Relay {
         if (c.slotRecovery) await markRecovery(client, store.progress, c.slot, recovery);
         else recovery = null;
       }
-      const slot = await ensureSlot(client, c.slot);
+      const failover = c.slotFailover && (await serverVersion(client)) >= FAILOVER_SLOTS_SINCE;
+      const slot = await ensureSlot(client, c.slot, { failover });
       this.#slotSeen = true;
-      if (slot.created) this.#log.info({ recovery }, 'replication slot created (pgoutput)');
+      if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
+      else if (failover && (await turnOnSlotFailover(client, c.databaseUrl, c.slot)))
+        this.#log.info({ slot: c.slot }, 'failover turned on for the existing slot (ALTER_REPLICATION_SLOT)');
       return { ...slot, recovery };
     } finally {
       client.release();
