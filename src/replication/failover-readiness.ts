@@ -122,7 +122,9 @@ export function judgeFailover(
   // Trap 2: only a failover slot waits for the named standbys.
   const stalled = failover && (down.length > 0 || (waiting && o.waitingPersisted === true));
   if (stalled) {
-    const names = down.map((s) => `${s.name} (${!s.exists ? 'missing' : s.lost ? 'invalidated' : 'inactive'})`);
+    const names = down.map(
+      (s) => `${s.name} (${!s.exists ? 'missing' : s.lost ? 'invalidated' : 'inactive'})`,
+    );
     findings.push({
       id: 'failover_stalled',
       severity: 'unhealthy',
@@ -161,7 +163,8 @@ export function judgeFailover(
   }
 
   if (standby === null) {
-    const ready = p.synchronizedStandbySlots.length > 0 && down.length === 0;
+    // Without synchronized_standby_slots the primary cannot tell which standby would be promoted.
+    const ready = p.synchronizedStandbySlots.length > 0 ? down.length === 0 : null;
     return { state: 'unverified', ready, stalled, findings };
   }
 
@@ -171,7 +174,11 @@ export function judgeFailover(
   };
   const standbySetup =
     "on the standby: sync_replication_slots = on, hot_standby_feedback = on, primary_slot_name = '<its physical slot>', and dbname in primary_conninfo";
-  if (standby.error) return notReady(`cannot read the standby (--standby-url): ${standby.error}`, 'check --standby-url and that the standby is up');
+  if (standby.error)
+    return notReady(
+      `cannot read the standby (--standby-url): ${standby.error}`,
+      'check --standby-url and that the standby is up',
+    );
   if (!standby.inRecovery)
     return notReady(
       '--standby-url is not a standby (pg_is_in_recovery() is false)',

@@ -126,7 +126,12 @@ export async function readStandbyFailover(standbyUrl: string, slot: string): Pro
       [slot],
     );
     const row = r.rows[0]!;
-    return { error: null, inRecovery: row.in_recovery, syncReplicationSlots: row.sync === 'on', slot: row.slot };
+    return {
+      error: null,
+      inRecovery: row.in_recovery,
+      syncReplicationSlots: row.sync === 'on',
+      slot: row.slot,
+    };
   } catch (e) {
     return { error: errorMessage(e), inRecovery: false, syncReplicationSlots: false, slot: null };
   } finally {
@@ -140,10 +145,16 @@ export async function readFailover(
   slot: string,
   standbyUrl: string | undefined,
   o: { waitingPersisted?: boolean } = {},
-): Promise<{ primary: PrimaryFailoverReading; standby: StandbyFailoverReading | null; report: FailoverReport }> {
+): Promise<{
+  primary: PrimaryFailoverReading;
+  standby: StandbyFailoverReading | null;
+  report: FailoverReport;
+}> {
   const primary = await readPrimaryFailover(db, slot);
   const standby =
-    standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE ? await readStandbyFailover(standbyUrl, slot) : null;
+    standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE
+      ? await readStandbyFailover(standbyUrl, slot)
+      : null;
   return { primary, standby, report: judgeFailover(slot, primary, standby, o) };
 }
 

@@ -45,7 +45,9 @@ export class FailoverWatch {
     const primary = await readPrimaryFailover(db, slot);
     const waiting = primary.walsenderWaitEvent === STANDBY_CONFIRMATION_WAIT;
     const standby =
-      standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE ? await readStandbyFailover(standbyUrl, slot) : null;
+      standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE
+        ? await readStandbyFailover(standbyUrl, slot)
+        : null;
     const report = judgeFailover(slot, primary, standby, { waitingPersisted: waiting && this.#wasWaiting });
     this.#wasWaiting = waiting;
 
@@ -54,12 +56,22 @@ export class FailoverWatch {
     m.failoverStalled.set(report.stalled ? 1 : 0);
 
     const find = (id: FailoverFinding['id']) => report.findings.find((f) => f.id === id);
-    const fields = { slot, failover: report.state, synchronized_standby_slots: primary.synchronizedStandbySlots };
+    const fields = {
+      slot,
+      failover: report.state,
+      synchronized_standby_slots: primary.synchronizedStandbySlots,
+    };
     if (report.stalled && !this.#stalled) {
       const f = find('failover_stalled')!;
-      log.error({ ...fields, code: 'FAILOVER_STALLED', wait_event: primary.walsenderWaitEvent, fix: f.fix }, f.text);
+      log.error(
+        { ...fields, code: 'FAILOVER_STALLED', wait_event: primary.walsenderWaitEvent, fix: f.fix },
+        f.text,
+      );
     } else if (!report.stalled && this.#stalled) {
-      log.info(fields, 'decoding is no longer held by synchronized_standby_slots: the standby confirms WAL again');
+      log.info(
+        fields,
+        'decoding is no longer held by synchronized_standby_slots: the standby confirms WAL again',
+      );
     }
     this.#stalled = report.stalled;
 

@@ -51,9 +51,10 @@ afterAll(async () => {
 });
 
 async function physicalSlotActive(): Promise<boolean | undefined> {
-  const r = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [
-    PHYSICAL_SLOT,
-  ]);
+  const r = await pool.query<{ active: boolean }>(
+    'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+    [PHYSICAL_SLOT],
+  );
   return r.rows[0]?.active;
 }
 
@@ -67,16 +68,7 @@ async function outboxOf(name: string): Promise<{ table: string; args: string[] }
   }
   return {
     table: `public.${name}`,
-    args: [
-      '--database-url',
-      primary.url,
-      '--table',
-      name,
-      '--publication',
-      `${name}_pub`,
-      '--slot',
-      name,
-    ],
+    args: ['--database-url', primary.url, '--table', name, '--publication', `${name}_pub`, '--slot', name],
   };
 }
 
@@ -125,9 +117,10 @@ type Failover = {
 type Finding = { id: string; severity: string; text: string; fix: string };
 
 async function slotFailoverOf(slot: string): Promise<boolean | undefined> {
-  const r = await pool.query<{ failover: boolean }>('SELECT failover FROM pg_replication_slots WHERE slot_name = $1', [
-    slot,
-  ]);
+  const r = await pool.query<{ failover: boolean }>(
+    'SELECT failover FROM pg_replication_slots WHERE slot_name = $1',
+    [slot],
+  );
   return r.rows[0]?.failover;
 }
 
@@ -202,7 +195,11 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       },
       { timeoutMs: 90_000, message: "the standby's copy of the slot" },
     );
-    expect(failover).toMatchObject({ state: 'not-ready', ready: false, standbyCopy: { synced: true, temporary: true } });
+    expect(failover).toMatchObject({
+      state: 'not-ready',
+      ready: false,
+      standbyCopy: { synced: true, temporary: true },
+    });
     const status = await statusJson(withStandby);
     const notReady = (status.findings as Finding[]).find((f) => f.id === 'failover_not_ready');
     expect(notReady?.text).toMatch(/still temporary: a promotion now drops it/);
@@ -271,7 +268,9 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       await r.waitForLog(/decoding is no longer held by synchronized_standby_slots/, 30_000);
       expect(await metricsOf(r)).toMatch(/^outbox_slot_failover_stalled 0$/m);
       expect(r.child.exitCode).toBeNull();
-      console.log(`failover stall reported after ${reportedMs} ms; ${during.length} held events published after the standby returned`);
+      console.log(
+        `failover stall reported after ${reportedMs} ms; ${during.length} held events published after the standby returned`,
+      );
     } finally {
       r.kill('SIGTERM');
       await r.exited;
