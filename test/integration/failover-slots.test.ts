@@ -124,14 +124,16 @@ async function slotFailoverOf(slot: string): Promise<boolean | undefined> {
   return r.rows[0]?.failover;
 }
 
-async function metricsOf(r: RelayProcess): Promise<string> {
+async function httpGet(r: RelayProcess, path: string): Promise<string> {
   const line = r
     .logs()
     .split('\n')
     .find((l) => l.includes('"msg":"http server listening'))!;
   const { port } = JSON.parse(line) as { port: number };
-  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return (await fetch(`http://127.0.0.1:${port}${path}`)).text();
 }
+
+const metricsOf = (r: RelayProcess) => httpGet(r, '/metrics');
 
 function events(n: number, key = 'k') {
   return Array.from({ length: n }, (_, i) => ({
@@ -159,6 +161,8 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
     const r = run(o.args);
     await r.waitForLog(/streaming from the slot/, 30_000);
     expect(await slotFailoverOf('fo_new')).toBe(true);
+    // At start (its first slot check) the relay names the phantom risk: no synchronized_standby_slots yet.
+    await r.waitForLog(/phantom risk: synchronized_standby_slots is not set on the primary/, 30_000);
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
   });
@@ -247,6 +251,14 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       expect(stall).toMatchObject({ severity: 'unhealthy' });
       expect(stall!.text).toMatch(/synchronized_standby_slots names standby_slot \(inactive\)/);
       expect(stall!.fix).toMatch(/ALTER SYSTEM SET synchronized_standby_slots/);
+      // /readyz's body carries the same finding (the relay's own status reading, every 15 s).
+      await waitFor(
+        async () => {
+          const body = JSON.parse(await httpGet(r, '/readyz')) as { health?: { findings: Finding[] } };
+          return body.health?.findings.some((f) => f.id === 'failover_stalled') === true;
+        },
+        { timeoutMs: 40_000, message: '/readyz names the stall' },
+      );
       // Held, not lost: nothing of the events written meanwhile was published.
       const walsender = await pool.query<{ wait_event: string | null }>(
         'SELECT a.wait_event FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid WHERE s.slot_name = $1',
