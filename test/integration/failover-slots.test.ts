@@ -8,6 +8,7 @@
  * On the code before failover slots: the slot is created with failover = false and stays so,
  * `status` has no failover line or finding, the stall is silent, `check` names no phantom risk.
  */
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -135,6 +136,38 @@ async function httpGet(r: RelayProcess, path: string): Promise<string> {
 
 const metricsOf = (r: RelayProcess) => httpGet(r, '/metrics');
 
+/** A plain TCP forwarder whose target the test moves (a URL that follows the primary). */
+async function forwarder(port: number) {
+  let target = port;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port: target });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+        sockets.delete(s);
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as { port: number }).port,
+    moveTo(p: number) {
+      target = p;
+      for (const s of sockets) s.destroy();
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
 function events(n: number, key = 'k') {
   return Array.from({ length: n }, (_, i) => ({
     aggregateType: 'Order',
@@ -212,12 +245,16 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
     await r.waitForLog(/streaming from the slot/, 30_000);
     const ids = await insertEvents(pool, events(20), o.table);
     await waitFor(async () => publishedIds(r).length >= ids.length, { message: 'published' });
+    const publishedAt = Date.now();
     await waitFor(
       async () => {
         failover = (await statusJson(withStandby)).failover as Failover;
         return failover.state === 'ready';
       },
       { timeoutMs: 90_000, message: "the standby's copy turns persistent" },
+    );
+    console.log(
+      `standby's copy persistent (status says ready) ${Date.now() - publishedAt} ms after the events were published`,
     );
     expect(failover).toMatchObject({ ready: true, standbyCopy: { synced: true, temporary: false } });
     await r.waitForLog(/failover ready: the standby's copy of the slot is synced and not temporary/, 30_000);
@@ -288,6 +325,66 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       await r.exited;
       await pool.query('ALTER SYSTEM RESET synchronized_standby_slots');
       await pool.query('SELECT pg_reload_conf()');
+    }
+  });
+  // Last: it promotes the standby (the old primary is killed).
+  it('continues on the promoted standby from the synced slot, without a table recovery', async () => {
+    const o = await outboxOf('fo_promote');
+    await pool.query(`ALTER SYSTEM SET synchronized_standby_slots = '${PHYSICAL_SLOT}'`);
+    await pool.query('SELECT pg_reload_conf()');
+    const proxy = await forwarder(primary.port);
+    const viaProxy = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`;
+    const args = o.args.map((a) => (a === primary.url ? viaProxy : a));
+    const r = run([...args, '--standby-url', standby.url]);
+    try {
+      await r.waitForLog(/streaming from the slot/, 30_000);
+      const before = await insertEvents(pool, events(30, 'p'), o.table);
+      await waitFor(async () => publishedIds(r).length >= before.length, { message: 'published before' });
+      // Ready: the standby's copy is synced and persistent. A copy behind the primary's slot means
+      // duplicates after the promotion, never a loss.
+      await waitFor(
+        async () =>
+          ((await statusJson([...o.args, '--standby-url', standby.url])).failover as Failover).state ===
+          'ready',
+        { timeoutMs: 90_000, message: "the standby's copy is ready" },
+      );
+      const copy = await standbyPool.query<{ confirmed_flush_lsn: string }>(
+        'SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1',
+        ['fo_promote'],
+      );
+      expect(copy.rows[0]).toBeDefined();
+
+      primary.crash();
+      await standby.promote();
+      proxy.moveTo(standby.port);
+      const after = await insertEvents(standbyPool, events(20, 'q'), o.table);
+      await waitFor(
+        async () => {
+          const got = new Set(publishedIds(r));
+          return [...before, ...after].every((id) => got.has(id));
+        },
+        { timeoutMs: 60_000, message: 'every event published after the promotion' },
+      );
+      const published = publishedIds(r);
+      const lost = [...before, ...after].filter((id) => !published.includes(id));
+      expect(lost).toEqual([]);
+      // The synced slot carried on: no slot recovery from the table.
+      expect(r.logs()).not.toMatch(/replication slot lost/);
+      expect(r.logs()).not.toMatch(/"msg":"replication slot created/);
+      const slot = await standbyPool.query<{ failover: boolean; synced: boolean; active: boolean }>(
+        'SELECT failover, synced, active FROM pg_replication_slots WHERE slot_name = $1',
+        ['fo_promote'],
+      );
+      expect(slot.rows[0]).toMatchObject({ failover: true, active: true });
+      const duplicates = published.length - new Set(published).size;
+      console.log(
+        `promotion: ${before.length + after.length} events, 0 lost, ${duplicates} duplicates, the slot continued on the new primary (copy confirmed at ${copy.rows[0]!.confirmed_flush_lsn})`,
+      );
+      expect(r.child.exitCode).toBeNull();
+    } finally {
+      r.kill('SIGTERM');
+      await r.exited;
+      await proxy.close();
     }
   });
 });
