@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { errorMessage } from '../errors.ts';
+import type { Logger } from '../observability/logger.ts';
 import { ident } from '../store/sql-ident.ts';
 import {
   FAILOVER_SLOTS_SINCE,
@@ -7,6 +8,7 @@ import {
   judgeFailover,
   type PrimaryFailoverReading,
   parseSlotList,
+  STANDBY_CONFIRMATION_WAIT,
   type StandbyFailoverReading,
 } from './failover-readiness.ts';
 
@@ -139,32 +141,55 @@ export async function readStandbyFailover(standbyUrl: string, slot: string): Pro
   }
 }
 
-/** One reading and its verdict (`check`, `status`, the relay's FailoverWatch). */
+/**
+ * One reading and its verdict (`check`, `status`, the relay's FailoverWatch). `waitedBefore`: the
+ * previous reading saw the walsender waiting for standby confirmation (a wait in two readings in
+ * a row is a stall; `waiting` says whether this one saw it).
+ */
 export async function readFailover(
   db: Db,
   slot: string,
   standbyUrl: string | undefined,
-  o: { waitingPersisted?: boolean } = {},
+  o: { waitedBefore?: boolean } = {},
 ): Promise<{
   primary: PrimaryFailoverReading;
   standby: StandbyFailoverReading | null;
   report: FailoverReport;
+  waiting: boolean;
 }> {
   const primary = await readPrimaryFailover(db, slot);
   const standby =
     standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE
       ? await readStandbyFailover(standbyUrl, slot)
       : null;
-  return { primary, standby, report: judgeFailover(slot, primary, standby, o) };
+  const waiting = primary.walsenderWaitEvent === STANDBY_CONFIRMATION_WAIT;
+  const report = judgeFailover(slot, primary, standby, {
+    waitingPersisted: waiting && o.waitedBefore === true,
+  });
+  return { primary, standby, report, waiting };
 }
 
 /**
  * After ensureSlot, with --slot-failover on a 17+ server: an existing slot that is not a failover
- * slot (created by an older relay, by hand, or with --no-slot-failover) gets failover turned on.
- * The slot is inactive here (ensureSlot refused an active one). true = turned on now.
+ * slot (created by migrate, an older relay, by hand, or with --no-slot-failover) gets failover
+ * turned on. The slot is inactive here (ensureSlot refused an active one). Not being able to is
+ * no reason to stop relaying: the slot streams as before, `status` says it is not failover-ready,
+ * and the next session tries again.
  */
-export async function turnOnSlotFailover(db: Db, databaseUrl: string, slot: string): Promise<boolean> {
-  if ((await slotFailover(db, slot)) !== false) return false;
-  await enableSlotFailover(databaseUrl, slot);
-  return true;
+export async function turnOnSlotFailover(
+  db: Db,
+  databaseUrl: string,
+  slot: string,
+  log: Logger,
+): Promise<void> {
+  try {
+    if ((await slotFailover(db, slot)) !== false) return;
+    await enableSlotFailover(databaseUrl, slot);
+    log.info({ slot }, 'failover turned on for the existing slot (ALTER_REPLICATION_SLOT)');
+  } catch (e) {
+    log.warn(
+      { slot, err: errorMessage(e) },
+      'could not turn failover on for the existing slot: it stays a plain slot, which a failover loses (slot recovery then covers the gap)',
+    );
+  }
 }

@@ -627,8 +627,7 @@ export class Relay {
       const slot = await ensureSlot(client, c.slot, { failover });
       this.#slotSeen = true;
       if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
-      else if (failover && (await turnOnSlotFailover(client, c.databaseUrl, c.slot)))
-        this.#log.info({ slot: c.slot }, 'failover turned on for the existing slot (ALTER_REPLICATION_SLOT)');
+      else if (failover) await turnOnSlotFailover(client, c.databaseUrl, c.slot, this.#log);
       return { ...slot, recovery };
     } finally {
       client.release();

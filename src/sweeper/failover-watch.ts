@@ -1,15 +1,8 @@
 import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
-import { readPrimaryFailover, readStandbyFailover } from '../replication/failover.ts';
-import {
-  FAILOVER_SLOTS_SINCE,
-  type FailoverFinding,
-  type FailoverReport,
-  type FailoverState,
-  judgeFailover,
-  STANDBY_CONFIRMATION_WAIT,
-} from '../replication/failover-readiness.ts';
+import { readFailover } from '../replication/failover.ts';
+import type { FailoverFinding, FailoverReport, FailoverState } from '../replication/failover-readiness.ts';
 
 export interface FailoverWatchDeps {
   db: pg.Pool;
@@ -42,13 +35,9 @@ export class FailoverWatch {
 
   async check(): Promise<FailoverReport> {
     const { db, slot, standbyUrl, metrics: m, log } = this.#d;
-    const primary = await readPrimaryFailover(db, slot);
-    const waiting = primary.walsenderWaitEvent === STANDBY_CONFIRMATION_WAIT;
-    const standby =
-      standbyUrl && primary.version >= FAILOVER_SLOTS_SINCE
-        ? await readStandbyFailover(standbyUrl, slot)
-        : null;
-    const report = judgeFailover(slot, primary, standby, { waitingPersisted: waiting && this.#wasWaiting });
+    const { primary, report, waiting } = await readFailover(db, slot, standbyUrl, {
+      waitedBefore: this.#wasWaiting,
+    });
     this.#wasWaiting = waiting;
 
     if (report.ready === null) m.failoverReady.reset();
