@@ -14,7 +14,8 @@ export interface FailoverWatchDeps {
 
 /**
  * Reads the slot's failover readiness and the trap-2 stall at every slot check of the active
- * relay (--slot-check-interval-ms, 10 s: a stall is reported within about 20 s), exports the
+ * relay (--slot-check-interval-ms, 10 s: a stall by an inactive named slot is reported at the
+ * next check, one seen only as the walsender's wait at the second in a row), exports the
  * outbox_slot_failover_* gauges and logs once per change:
  *  - the stall (error, with its fix) and its end (info: decoding goes on by itself);
  *  - the readiness state (ready: info; not-ready or off: a warning naming why);

@@ -257,6 +257,11 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       `standby's copy persistent (status says ready) ${Date.now() - publishedAt} ms after the events were published`,
     );
     expect(failover).toMatchObject({ ready: true, standbyCopy: { synced: true, temporary: false } });
+    const human = spawnCli(['status', ...withStandby]);
+    await human.exited;
+    expect(human.stdout()).toMatch(
+      /failover +ready; standby's copy: synced, persistent; synchronized_standby_slots \(not set\)/,
+    );
     await r.waitForLog(/failover ready: the standby's copy of the slot is synced and not temporary/, 30_000);
     expect(await metricsOf(r)).toMatch(/^outbox_slot_failover_ready 1$/m);
     r.kill('SIGTERM');
@@ -267,7 +272,7 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
     const o = await outboxOf('fo_stall');
     await pool.query(`ALTER SYSTEM SET synchronized_standby_slots = '${PHYSICAL_SLOT}'`);
     await pool.query('SELECT pg_reload_conf()');
-    const r = run(o.args);
+    const r = run([...o.args, '--console']);
     try {
       await r.waitForLog(/streaming from the slot/, 30_000);
       const before = await insertEvents(pool, events(10, 'a'), o.table);
@@ -296,6 +301,10 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
         },
         { timeoutMs: 40_000, message: '/readyz names the stall' },
       );
+      // So does the console's slot card (and its findings).
+      const page = await httpGet(r, '/console/');
+      expect(page).toMatch(/data-testid="failover"><span class="bad">stalled: decoding waits for a standby/);
+      expect(page).toMatch(/data-problem="failover_stalled"/);
       // Held, not lost: nothing of the events written meanwhile was published.
       const walsender = await pool.query<{ wait_event: string | null }>(
         'SELECT a.wait_event FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid WHERE s.slot_name = $1',
