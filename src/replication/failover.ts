@@ -25,6 +25,17 @@ export async function serverVersion(db: Db): Promise<number> {
   return r.rows[0]!.v;
 }
 
+/**
+ * Whether the relay can make its slot a failover slot here: PostgreSQL 17+, and a primary (a slot
+ * created on a standby cannot be a failover slot: PostgreSQL refuses it).
+ */
+export async function failoverSlotsPossible(db: Db): Promise<boolean> {
+  const r = await db.query<{ ok: boolean }>(
+    `SELECT current_setting('server_version_num')::int >= ${FAILOVER_SLOTS_SINCE} AND NOT pg_is_in_recovery() AS ok`,
+  );
+  return r.rows[0]!.ok;
+}
+
 /** Whether the slot is a failover slot; null when it does not exist or the server has none (< 17). */
 export async function slotFailover(db: Db, slot: string): Promise<boolean | null> {
   // to_jsonb: the column exists from 17 on; one statement for every version.

@@ -16,8 +16,7 @@ import {
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
-import { serverVersion, turnOnSlotFailover } from '../replication/failover.ts';
-import { FAILOVER_SLOTS_SINCE } from '../replication/failover-readiness.ts';
+import { failoverSlotsPossible, turnOnSlotFailover } from '../replication/failover.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.ts';
 import { privilegeError } from '../replication/privileges.ts';
@@ -623,7 +622,7 @@ export class Relay {
         if (c.slotRecovery) await markRecovery(client, store.progress, c.slot, recovery);
         else recovery = null;
       }
-      const failover = c.slotFailover && (await serverVersion(client)) >= FAILOVER_SLOTS_SINCE;
+      const failover = c.slotFailover && (await failoverSlotsPossible(client));
       const slot = await ensureSlot(client, c.slot, { failover });
       this.#slotSeen = true;
       if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
