@@ -336,6 +336,42 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       await pool.query('SELECT pg_reload_conf()');
     }
   });
+  it('reports the stall when the standby stays connected but confirms nothing (its receiver frozen), and resumes', async () => {
+    const o = await outboxOf('fo_frozen');
+    await pool.query(`ALTER SYSTEM SET synchronized_standby_slots = '${PHYSICAL_SLOT}'`);
+    await pool.query('SELECT pg_reload_conf()');
+    const r = run(o.args);
+    const receiver = standby.serverPids().children.find((c) => c.title.includes('walreceiver'));
+    expect(receiver, 'the standby runs a walreceiver').toBeDefined();
+    let frozen = false;
+    try {
+      await r.waitForLog(/streaming from the slot/, 30_000);
+      // The standby's slot stays active on the primary; only its confirmations stop.
+      process.kill(receiver!.pid, 'SIGSTOP');
+      frozen = true;
+      const during = await insertEvents(pool, events(10, 'f'), o.table);
+      await r.waitForLog(/"code":"FAILOVER_STALLED"/, 60_000);
+      expect(r.logs()).toMatch(
+        /keeps waiting for the standbys of synchronized_standby_slots \(standby_slot\)/,
+      );
+      expect(await physicalSlotActive()).toBe(true);
+      expect(publishedIds(r).filter((id) => during.includes(id))).toEqual([]);
+      process.kill(receiver!.pid, 'SIGCONT');
+      frozen = false;
+      await waitFor(async () => during.every((id) => publishedIds(r).includes(id)), {
+        timeoutMs: 60_000,
+        message: 'the held events published',
+      });
+      await r.waitForLog(/decoding is no longer held by synchronized_standby_slots/, 30_000);
+    } finally {
+      if (frozen) process.kill(receiver!.pid, 'SIGCONT');
+      r.kill('SIGTERM');
+      await r.exited;
+      await pool.query('ALTER SYSTEM RESET synchronized_standby_slots');
+      await pool.query('SELECT pg_reload_conf()');
+    }
+  });
+
   // Last: it promotes the standby (the old primary is killed).
   it('continues on the promoted standby from the synced slot, without a table recovery', async () => {
     const o = await outboxOf('fo_promote');
