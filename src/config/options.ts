@@ -907,7 +907,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     negatable: true,
     default: true,
     group: 'Slot health',
-    doc: 'PostgreSQL 17+: the relay creates its slot as a failover slot (failover = true), and turns failover on for an existing slot at start (ALTER_REPLICATION_SLOT), so a standby with sync_replication_slots = on keeps a copy that survives a promotion. Ignored before 17 (a failover loses the slot there; slot recovery covers the gap). With synchronized_standby_slots set on the primary, a failover slot also waits for those standbys before events are published: no phantoms, but a named standby that is down holds the stream (the `failover_stalled` finding). Off (--no-slot-failover): the slot is left as it is (docs/managed-postgres.md#failover).',
+    doc: 'PostgreSQL 17+: the relay creates its slot as a failover slot (failover = true), and turns failover on for an existing slot at start (ALTER_REPLICATION_SLOT), so a standby with sync_replication_slots = on keeps a copy that survives a promotion. Ignored before 17 (a failover loses the slot there; slot recovery covers the gap). With synchronized_standby_slots set on the primary, a failover slot also waits for those standbys before events are published: no phantoms, but a named standby that is down holds the stream (the `failover_stalled` finding). Off (--no-slot-failover): the slot is left as it is (docs/managed-postgres.md#failover-slots).',
     commands: RUN,
   },
   {

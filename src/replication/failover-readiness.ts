@@ -146,7 +146,7 @@ export function judgeFailover(
       id: 'phantom_risk',
       severity: 'warning',
       text: `phantom risk: ${p.synchronizedStandbySlots.length === 0 ? 'synchronized_standby_slots is not set on the primary' : `slot ${slot} is not a failover slot, so synchronized_standby_slots does not hold its decoding`}: the relay may publish events of transactions an asynchronous standby has not received yet; after a failover to that standby those events are phantoms (consumers saw rows the new primary does not have)`,
-      fix: `${failover ? '' : 'run the relay with --slot-failover (the default on PostgreSQL 17+); '}on the primary: ALTER SYSTEM SET synchronized_standby_slots = '<the standby’s physical slot>'; ${RELOAD} (docs/managed-postgres.md#failover)`,
+      fix: `${failover ? '' : 'run the relay with --slot-failover (the default on PostgreSQL 17+); '}on the primary: ALTER SYSTEM SET synchronized_standby_slots = '<the standby’s physical slot>'; ${RELOAD} (docs/managed-postgres.md#failover-slots)`,
     });
 
   if (!failover) {
