@@ -16,6 +16,7 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { OpsConflictError } from '../ops/input-error.ts';
 import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
+import { readFailover } from '../replication/failover.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
@@ -200,9 +201,14 @@ async function main(argv: string[]): Promise<number> {
       return EXIT.OK;
     }
     case 'check': {
-      await withClient(c, (client) => checkDatabase(client, c));
+      const failover = await withClient(c, async (client) => {
+        await checkDatabase(client, c);
+        return (await readFailover(client, c.slot, c.standbyUrl)).report;
+      });
+      // Failover findings never fail the check: the database can feed the relay; they say what a failover would cost.
+      for (const f of failover.findings) log.warn({ finding: f.id, fix: f.fix }, f.text);
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
-      log.info({ database: redactUrl(c.databaseUrl) }, 'preflight passed');
+      log.info({ database: redactUrl(c.databaseUrl), failover: failover.state }, 'preflight passed');
       return EXIT.OK;
     }
     case 'run':

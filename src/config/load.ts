@@ -93,6 +93,8 @@ export interface Config {
   sweepBatchSize: number;
   slotCheckIntervalMs: number;
   slotRecovery: boolean;
+  slotFailover: boolean;
+  standbyUrl?: string;
   slotWarnBytes: number;
   slotCriticalBytes: number;
   heartbeatIntervalMs: number;

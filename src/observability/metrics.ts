@@ -221,9 +221,21 @@ export class SlotMetrics {
   readonly active: Gauge;
   readonly walStatus: Gauge<'status'>;
   readonly safeWalSizeBytes: Gauge;
+  readonly failoverReady: Gauge;
+  readonly failoverStalled: Gauge;
 
   constructor(registry: Registry) {
     const r = [registry];
+    this.failoverReady = new Gauge({
+      name: 'outbox_slot_failover_ready',
+      help: "PostgreSQL 17+ with a standby: 1 when the slot survives a failover (read with --standby-url: the standby's copy is synced and not temporary; else from the primary: a failover slot, synchronized_standby_slots set, its slots active), else 0. Absent when there is nothing to judge (before 17, no standby).",
+      registers: r,
+    });
+    this.failoverStalled = new Gauge({
+      name: 'outbox_slot_failover_stalled',
+      help: '1 while decoding is held by synchronized_standby_slots (a named standby slot inactive, or the walsender waiting in WaitForStandbyConfirmation), else 0.',
+      registers: r,
+    });
     this.retainedWalBytes = new Gauge({
       name: 'outbox_slot_retained_wal_bytes',
       help: 'WAL the slot keeps on the server: pg_current_wal_lsn() - restart_lsn, in bytes.',
@@ -261,6 +273,8 @@ export class SlotMetrics {
     this.walStatus.reset();
     // -1 like "unlimited": never read as an exhausted budget.
     this.safeWalSizeBytes.set(-1);
+    this.failoverReady.reset();
+    this.failoverStalled.set(0);
   }
 }
 

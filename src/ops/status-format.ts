@@ -21,6 +21,19 @@ function formatRelay(r: RelayStatus): [string, string][] {
 
 const STATUS_ORDER = STATUSES;
 
+/** The failover line (PostgreSQL 17+): the state, the standby's copy, a stall. */
+function formatFailover(r: StatusReport): [string, string][] {
+  const f = r.failover;
+  if (!f || f.state === 'unsupported') return [];
+  const copy = f.standbyCopy
+    ? `; standby's copy: ${f.standbyCopy.synced ? 'synced' : 'not synced'}, ${f.standbyCopy.temporary ? 'TEMPORARY' : 'persistent'}`
+    : '';
+  const named = f.synchronizedStandbySlots.length ? f.synchronizedStandbySlots.join(', ') : '(not set)';
+  return [
+    ['failover', `${f.stalled ? 'STALLED, ' : ''}${f.state}${copy}; synchronized_standby_slots ${named}`],
+  ];
+}
+
 export function formatStatus(r: StatusReport): string {
   const slot = r.slot.error
     ? `REFUSED: ${r.slot.error}`
@@ -31,6 +44,7 @@ export function formatStatus(r: StatusReport): string {
     ['slot', `${r.slot.name}: ${slot}`],
     ['retained WAL', formatBytes(r.slot.retainedWalBytes)],
     ['lag', `${formatBytes(r.slot.lagBytes)} (confirmed ${r.slot.confirmedFlushLsn ?? '-'})`],
+    ...formatFailover(r),
     ['publication', `${r.publication.name}: ${r.publication.ok ? 'ok' : `FAILED: ${r.publication.error}`}`],
     ...formatRelay(r.relay),
     // The preset's side table holds only the events that could not be published (none pending).

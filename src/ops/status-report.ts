@@ -1,4 +1,5 @@
 import { type ErrorCode, remediation } from '../errors.ts';
+import type { FailoverFinding, FailoverState } from '../replication/failover-readiness.ts';
 import { formatAge, formatBytes } from './format.ts';
 import { remedyFor } from './remedies.ts';
 
@@ -37,6 +38,23 @@ export interface StatusSnapshot {
    * that could not be published; pending events are in the WAL only). null otherwise.
    */
   sideTable?: string | null;
+  /** Failover readiness of the slot (replication/failover-readiness.ts); absent when not read. */
+  failover?: FailoverStatus | null;
+}
+
+/** The slot's failover readiness as `status` shows it (PostgreSQL 17+). */
+export interface FailoverStatus {
+  state: FailoverState;
+  /** outbox_slot_failover_ready: null when there is nothing to judge. */
+  ready: boolean | null;
+  /** Decoding is held by synchronized_standby_slots. */
+  stalled: boolean;
+  synchronizedStandbySlots: string[];
+  /** The wait event of the relay's walsender (WaitForStandbyConfirmation: held by a standby). */
+  walsenderWaitEvent: string | null;
+  /** Read with --standby-url: the standby's copy of the slot (null: none there, or not read). */
+  standbyCopy: { synced: boolean; temporary: boolean } | null;
+  findings: FailoverFinding[];
 }
 
 /** The relay-state row of the slot, as `status` shows it. null fields: not recorded. */
@@ -100,6 +118,9 @@ export const PROBLEM_IDS = [
   'database_outage',
   'relay_stopped',
   'status_unreadable',
+  'failover_stalled',
+  'failover_not_ready',
+  'phantom_risk',
 ] as const;
 export type ProblemId = (typeof PROBLEM_IDS)[number];
 
@@ -162,11 +183,14 @@ export const LAG_WARN_SECONDS = 60;
  *  - the preflight/publication check fails,
  *  - there are dead events (nobody will retry them: resend or discard),
  *  - the relay's recorded state says it is not relaying: no row, a stale heartbeat (not
- *    running), a poison position, a broker or database outage, stopping or stopped.
+ *    running), a poison position, a broker or database outage, stopping or stopped,
+ *  - decoding is held by synchronized_standby_slots (failover_stalled: a named standby is down).
  * Degraded (a warning, exit 0) when:
  *  - there are failed events (the sweeper retries them until they are dead),
  *  - the slot retains more WAL than --slot-critical-bytes,
- *  - the oldest pending event is older than LAG_WARN_SECONDS.
+ *  - the oldest pending event is older than LAG_WARN_SECONDS,
+ *  - PostgreSQL 17+ with a standby: the slot would not survive a failover (failover_not_ready),
+ *    or events may become phantoms at one (phantom_risk).
  */
 export function evaluate(s: StatusSnapshot): StatusReport {
   const findings: Finding[] = [];
@@ -245,6 +269,7 @@ export function evaluate(s: StatusSnapshot): StatusReport {
       [],
       true,
     );
+  for (const f of s.failover?.findings ?? []) add(f.id, f.text, f.fix, [], f.severity === 'warning');
   const problems = findings.filter((f) => f.severity === 'unhealthy').map((f) => f.text);
   const verdict: HealthVerdict = problems.length ? 'unhealthy' : findings.length ? 'degraded' : 'healthy';
   return { ...s, verdict, healthy: problems.length === 0, problems, findings };

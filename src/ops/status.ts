@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { errorMessage, isRelayError } from '../errors.ts';
 import type { OperatorEvents } from '../lifecycle/operator-events.ts';
+import { readFailover } from '../replication/failover.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
@@ -9,6 +10,7 @@ import { type EventsTarget, operatorEventsOf, topicOfEvents } from './events.ts'
 import { reasonOf } from './remedies.ts';
 import {
   type FailingGroup,
+  type FailoverStatus,
   RELAY_STALE_SECONDS,
   type RelayStatus,
   type StatusSnapshot,
@@ -18,6 +20,8 @@ export interface StatusTarget extends EventsTarget {
   publication: string;
   /** Retained WAL at which the slot counts as at risk (--slot-critical-bytes; 0 = never). */
   slotCriticalBytes?: number;
+  /** --standby-url: the standby whose copy of the slot says whether a failover keeps it. */
+  standbyUrl?: string;
 }
 
 /** At most this many (status, aggregate type, event type, error) groups are read for the topics. */
@@ -97,7 +101,26 @@ export async function readStatus(
     parkedAggregates,
     failing,
     sideTable: t.compat === 'debezium' ? events.table : null,
+    failover: await readFailoverStatus(db, t),
   };
+}
+
+/** The slot's failover readiness; null when the server cannot say (e.g. a role that may not read the settings). */
+async function readFailoverStatus(db: pg.ClientBase, t: StatusTarget): Promise<FailoverStatus | null> {
+  try {
+    const { primary, standby, report } = await readFailover(db, t.slot, t.standbyUrl);
+    return {
+      state: report.state,
+      ready: report.ready,
+      stalled: report.stalled,
+      synchronizedStandbySlots: primary.synchronizedStandbySlots,
+      walsenderWaitEvent: primary.walsenderWaitEvent,
+      standbyCopy: standby?.slot ? { synced: standby.slot.synced, temporary: standby.slot.temporary } : null,
+      findings: report.findings,
+    };
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -240,13 +240,18 @@ export async function checkSlot(db: pg.ClientBase, slot: string): Promise<'missi
  * Makes sure the slot exists and can be streamed from by this process. Call it last, after
  * every other check passed: a created slot retains WAL until a relay streams from it.
  * Cases:
- *  - missing → created (pgoutput); if max_replication_slots is exhausted → SLOT_LIMIT_REACHED
+ *  - missing → created (pgoutput; a failover slot with `failover`, PostgreSQL 17+ only); if
+ *    max_replication_slots is exhausted → SLOT_LIMIT_REACHED
  *  - exists with another plugin / in another database / physical → fatal, with the fix
  *  - wal_status 'lost' → SLOT_INVALIDATED (fatal: WAL it needed is gone)
  *  - active in another process → SLOT_ACTIVE_ELSEWHERE (retriable: wait, another relay holds it)
  *  - exists, inactive → its confirmed_flush_lsn is where streaming resumes
  */
-export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotState> {
+export async function ensureSlot(
+  db: pg.ClientBase,
+  slot: string,
+  o: { failover?: boolean } = {},
+): Promise<SlotState> {
   let s = await readSlotRow(db, slot);
   let created = false;
   if (!s) {
@@ -258,7 +263,7 @@ export async function ensureSlot(db: pg.ClientBase, slot: string): Promise<SlotS
       );
     }
     try {
-      await createSlot(db, slot);
+      await createSlot(db, slot, o.failover);
       created = true;
     } catch (e) {
       // duplicate_object: created concurrently (by another relay, or on another database); read it like an existing one.

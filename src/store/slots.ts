@@ -48,9 +48,18 @@ export async function slotCapacity(db: Db): Promise<{ used: number; max: number 
   return { used: Number(r.rows[0]!.used), max: Number(r.rows[0]!.max) };
 }
 
-/** Creates the logical slot with pgoutput (throws 42710 duplicate_object when it exists). */
-export async function createSlot(db: Db, slot: string): Promise<void> {
-  await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+/**
+ * Creates the logical slot with pgoutput (throws 42710 duplicate_object when it exists).
+ * `failover`: a failover slot, which standbys with sync_replication_slots = on copy (PostgreSQL
+ * 17+ only: the argument does not exist before).
+ */
+export async function createSlot(db: Db, slot: string, failover = false): Promise<void> {
+  await db.query(
+    failover
+      ? `SELECT pg_create_logical_replication_slot($1, 'pgoutput', failover => true)`
+      : `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`,
+    [slot],
+  );
 }
 
 /**

@@ -16,6 +16,7 @@ import {
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
+import { failoverSlotsPossible, turnOnSlotFailover } from '../replication/failover.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.ts';
 import { privilegeError } from '../replication/privileges.ts';
@@ -665,9 +666,11 @@ export class Relay {
         if (c.slotRecovery) await markRecovery(client, store.progress, c.slot, recovery);
         else recovery = null;
       }
-      const slot = await ensureSlot(client, c.slot);
+      const failover = c.slotFailover && (await failoverSlotsPossible(client));
+      const slot = await ensureSlot(client, c.slot, { failover });
       this.#slotSeen = true;
-      if (slot.created) this.#log.info({ recovery }, 'replication slot created (pgoutput)');
+      if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
+      else if (failover) await turnOnSlotFailover(client, c.databaseUrl, c.slot, this.#log);
       return { ...slot, recovery };
     } finally {
       client.release();

@@ -38,6 +38,7 @@ import type { Sink } from '../sinks/sink.ts';
 import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
+import { FailoverWatch } from './failover-watch.ts';
 import { SlotWatch } from './slot-watch.ts';
 import { SweepLoop } from './sweep-loop.ts';
 
@@ -99,6 +100,7 @@ export class Sweeper {
   /** Whether the first counts' time has been set (from the table's size). */
   #countsScheduled = false;
   readonly #slotWatch: SlotWatch;
+  readonly #failoverWatch: FailoverWatch;
   readonly #retention: Retention;
   #lastSlotCheck = 0;
   #lastPrune = 0;
@@ -119,6 +121,13 @@ export class Sweeper {
       db: deps.store.db,
       slot: c.slot,
       thresholds: { warnBytes: c.slotWarnBytes, criticalBytes: c.slotCriticalBytes },
+      metrics: deps.metrics.slot,
+      log: deps.log,
+    });
+    this.#failoverWatch = new FailoverWatch({
+      db: deps.store.db,
+      slot: c.slot,
+      ...(c.standbyUrl ? { standbyUrl: c.standbyUrl } : {}),
       metrics: deps.metrics.slot,
       log: deps.log,
     });
@@ -166,6 +175,7 @@ export class Sweeper {
     if (Date.now() - this.#lastSlotCheck >= c.slotCheckIntervalMs) {
       this.#lastSlotCheck = Date.now();
       await this.#step('slot check', () => this.#slotWatch.check());
+      await this.#step('failover check', () => this.#failoverWatch.check());
     }
     if (!signal.aborted) {
       // Cheap (one or two short statements a round): keeps the progress record a few ranges.

@@ -77,6 +77,7 @@ ${
 <dt>safe WAL size</dt><dd>${s.safeWalSizeBytes === null ? 'unlimited (max_slot_wal_keep_size = -1)' : formatBytes(s.safeWalSizeBytes)}</dd>
 <dt>time to exhaustion</dt><dd>${d.secondsToExhaustion === null ? (s.safeWalSizeBytes === null ? 'no limit' : 'not growing') : formatAge(d.secondsToExhaustion)}</dd>
 <dt>lag behind current WAL</dt><dd>${formatBytes(s.confirmedLagBytes)}</dd>
+${failoverRow(d.health)}
 </dl>`
 }
 </div>
@@ -115,6 +116,17 @@ ${eventsTable(d.unhealthy, 'No failed or dead events.')}
 ${d.unhealthy.length ? html`<p><a href="${BASE}/events${query({ status: [...UNHEALTHY] })}">All failed, dead and parked events →</a></p>` : ''}
 </section>`;
   return layout(ctx, 'Overview', body, { refreshSeconds: 10, nav: 'overview' });
+}
+
+/** PostgreSQL 17+: whether the slot survives a failover, as `status` reads it (its findings say why not). */
+function failoverRow(h: HealthReading) {
+  const f = h.report?.failover;
+  if (!f || f.state === 'unsupported') return '';
+  const copy = f.standbyCopy
+    ? `; standby's copy ${f.standbyCopy.synced ? 'synced' : 'not synced'}, ${f.standbyCopy.temporary ? 'temporary' : 'persistent'}`
+    : '';
+  const text = `${f.state}${copy}`;
+  return html`<dt>failover</dt><dd data-testid="failover">${f.stalled ? html`<span class="bad">stalled: decoding waits for a standby of synchronized_standby_slots</span>; ` : ''}${f.ready === false ? html`<span class="warn">${text}</span>` : text}</dd>`;
 }
 
 const VERDICT_TEXT = {
