@@ -16,7 +16,7 @@ import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { OpsConflictError } from '../ops/input-error.ts';
 import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
-import { checkDatabase } from '../replication/preflight.ts';
+import { checkDatabase, checkPartitions } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
@@ -200,7 +200,10 @@ async function main(argv: string[]): Promise<number> {
       return EXIT.OK;
     }
     case 'check': {
-      await withClient(c, (client) => checkDatabase(client, c));
+      await withClient(c, async (client) => {
+        await checkDatabase(client, c);
+        await checkPartitions(client, c);
+      });
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
       log.info({ database: redactUrl(c.databaseUrl) }, 'preflight passed');
       return EXIT.OK;
