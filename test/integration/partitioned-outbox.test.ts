@@ -130,13 +130,17 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
   it('migrate --partitioned: the table, its partitions ahead, a publication via the root; check names what is missing', async () => {
     const m = await cliExit(['migrate', '--partitioned']);
     expect(m.code, m.err).toBe(EXIT.OK);
-    const kind = await pool.query<{ relkind: string }>(`SELECT relkind FROM pg_class WHERE oid = 'outbox'::regclass`);
+    const kind = await pool.query<{ relkind: string }>(
+      `SELECT relkind FROM pg_class WHERE oid = 'outbox'::regclass`,
+    );
     expect(kind.rows[0]!.relkind).toBe('p');
     const today = startOfDay(new Date()).toISOString().slice(0, 10).replace(/-/g, '');
     const parts = await partitionsOf();
     expect(parts).toHaveLength(8); // today and --partition-premake (7) after it
     expect(parts[0]).toBe(`outbox_p${today}`);
-    const pub = await pool.query<{ pubviaroot: boolean }>(`SELECT pubviaroot FROM pg_publication WHERE pubname = 'outbox_pub'`);
+    const pub = await pool.query<{ pubviaroot: boolean }>(
+      `SELECT pubviaroot FROM pg_publication WHERE pubname = 'outbox_pub'`,
+    );
     expect(pub.rows[0]!.pubviaroot).toBe(true);
     expect((await cliExit(['check', '--sink', 'stdout'])).code).toBe(EXIT.OK);
 
@@ -163,8 +167,17 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
 
     // --partitioned on a table an earlier migrate made plain is refused, with the way out.
     await pool.query('CREATE SCHEMA plain');
-    expect((await cliExit(['migrate', '--schema', 'plain', '--publication', 'plain_pub'])).code).toBe(EXIT.OK);
-    const refused = await cliExit(['migrate', '--schema', 'plain', '--publication', 'plain_pub', '--partitioned']);
+    expect((await cliExit(['migrate', '--schema', 'plain', '--publication', 'plain_pub'])).code).toBe(
+      EXIT.OK,
+    );
+    const refused = await cliExit([
+      'migrate',
+      '--schema',
+      'plain',
+      '--publication',
+      'plain_pub',
+      '--partitioned',
+    ]);
     expect(refused.code).not.toBe(EXIT.OK);
     expect(refused.err).toContain('already exists and is not partitioned');
     await pool.query('DROP PUBLICATION plain_pub; DROP SCHEMA plain CASCADE');
@@ -196,7 +209,9 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
       `SELECT tableoid::regclass::text AS p, count(*)::text AS n FROM outbox WHERE aggregate_type = 'Cross' GROUP BY 1 ORDER BY 1`,
     );
     expect(byPartition.rows.map((x) => Number(x.n))).toEqual([100, 100]);
-    await waitFor(async () => (await truthful('Cross')).published === 200, { message: 'view says published' });
+    await waitFor(async () => (await truthful('Cross')).published === 200, {
+      message: 'view says published',
+    });
   });
 
   it('retention drops an old partition once its rows are published, while events of newer partitions flow', async () => {
@@ -238,7 +253,9 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
     await expectComplete('New', fresh.next, 'newer partitions while the old one was dropped');
     expect(relay!.logs()).toContain(`retention: partition ${name} dropped`);
     // The newer rows are all still in the table, and all published.
-    await waitFor(async () => (await truthful('New')).published === fresh.total(), { message: 'New published' });
+    await waitFor(async () => (await truthful('New')).published === fresh.total(), {
+      message: 'New published',
+    });
     expect(await truthful('Old')).toEqual({});
   });
 
@@ -257,7 +274,14 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
     expect(r.logs()).toMatch(/recover/i);
 
     // replay copies into the current partition, and the stream publishes them.
-    const rep = await cliExit(['replay', '--aggregate-type', 'Lost', '--since', new Date(boundary.getTime() - 60_000).toISOString(), '--yes']);
+    const rep = await cliExit([
+      'replay',
+      '--aggregate-type',
+      'Lost',
+      '--since',
+      new Date(boundary.getTime() - 60_000).toISOString(),
+      '--yes',
+    ]);
     expect(rep.code, rep.err).toBe(EXIT.OK);
     await waitFor(async () => (await truthful('Lost')).published === 120, { message: 'copies published' });
     const copies = await kafka.readAll('outbox.event.Lost');
@@ -291,8 +315,17 @@ describe.each(VERSIONS)('retention of a partitioned outbox on PostgreSQL %s', (v
     const day = (n: number) => startOfDay(new Date(now - n * DAY));
     const nameOf = (n: number) => `outbox_p${day(n).toISOString().slice(0, 10).replace(/-/g, '')}`;
     try {
-      await migrate(client, { schema: 'public', table: 'outbox', publication: 'outbox_pub', partitioned: true });
-      await ensurePartitions(client, { schema: 'public', table: 'outbox' }, { now: day(12), ahead: 5, interval: 'day' });
+      await migrate(client, {
+        schema: 'public',
+        table: 'outbox',
+        publication: 'outbox_pub',
+        partitioned: true,
+      });
+      await ensurePartitions(
+        client,
+        { schema: 'public', table: 'outbox' },
+        { now: day(12), ahead: 5, interval: 'day' },
+      );
     } finally {
       client.release();
     }
@@ -338,15 +371,22 @@ describe.each(VERSIONS)('retention of a partitioned outbox on PostgreSQL %s', (v
       );
 
     const first = await retention().pruneOnce();
-    expect(first?.partitions).toEqual({ dropped: [nameOf(12)], held: [nameOf(11), nameOf(10), nameOf(9), nameOf(8)] });
+    expect(first?.partitions).toEqual({
+      dropped: [nameOf(12)],
+      held: [nameOf(11), nameOf(10), nameOf(9), nameOf(8)],
+    });
     expect(first?.deleted).toEqual({ published: 2, discarded: 1 });
     // Held partitions keep every row: nothing is deleted one by one.
     expect(await rows()).toEqual({ d11: 2, d10: 2, d9: 2, d8: 2 });
     expect((await metrics.pruned.get()).values.find((v) => v.labels.status === 'published')?.value).toBe(2);
 
     // Settled meanwhile: the failed row discarded by an operator, the pending one published.
-    await pool.query(`UPDATE outbox SET status = 'discarded' WHERE aggregate_id = 'd11' AND status = 'failed'`);
-    const pending = await pool.query<{ id: string }>(`SELECT id::text FROM outbox WHERE aggregate_id = 'd10' AND status = 'pending' ORDER BY id DESC LIMIT 1`);
+    await pool.query(
+      `UPDATE outbox SET status = 'discarded' WHERE aggregate_id = 'd11' AND status = 'failed'`,
+    );
+    const pending = await pool.query<{ id: string }>(
+      `SELECT id::text FROM outbox WHERE aggregate_id = 'd10' AND status = 'pending' ORDER BY id DESC LIMIT 1`,
+    );
     await recordProgress(pool, '"public"."outbox_relay_progress"', 's', [pending.rows[0]!.id]);
     const second = await retention().pruneOnce();
     expect(second?.partitions).toEqual({ dropped: [nameOf(11), nameOf(10)], held: [nameOf(9), nameOf(8)] });
