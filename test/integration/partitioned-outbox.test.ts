@@ -128,6 +128,12 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
   });
 
   it('migrate --partitioned: the table, its partitions ahead, a publication via the root; check names what is missing', async () => {
+    const dry = await cliExit(['migrate', '--partitioned', '--dry-run']);
+    expect(dry.code, dry.err).toBe(EXIT.OK);
+    expect(dry.out).toContain(
+      'partitioned by created_at: would create the missing partitions of the current day and the 7 after it',
+    );
+    expect(dry.out).toContain('publish_via_partition_root = true');
     const m = await cliExit(['migrate', '--partitioned']);
     expect(m.code, m.err).toBe(EXIT.OK);
     const kind = await pool.query<{ relkind: string }>(
@@ -287,6 +293,17 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
     const copies = await kafka.readAll('outbox.event.Lost');
     expect(new Set(copies.map((m) => `${m.key}:${m.value}`)).size).toBe(60);
     expect(copies.length).toBeGreaterThanOrEqual(120);
+
+    // The relay keeps the partitions ahead (--partition-premake 7), whoever dropped them.
+    const ahead = (await partitionsOf()).filter(
+      (n) => n > `outbox_p${boundary.toISOString().slice(0, 10).replace(/-/g, '')}`,
+    );
+    expect(ahead).toHaveLength(7);
+    for (const p of ahead.slice(2)) await pool.query(`DROP TABLE ${p}`);
+    await waitFor(async () => (await partitionsOf()).includes(ahead.at(-1)!), {
+      message: 'partitions made again',
+    });
+    expect(r.logs()).toContain('partitions created ahead');
 
     const status = await cliExit(['status', '--json']);
     expect(status.code, status.err).toBe(EXIT.OK);
