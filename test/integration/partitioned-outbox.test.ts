@@ -12,11 +12,12 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { EXIT } from '../../src/exit-codes.ts';
+import { dropIfSettled } from '../../src/lifecycle/partition-retention.ts';
 import { recordProgress } from '../../src/lifecycle/progress.ts';
 import { Retention } from '../../src/lifecycle/retention.ts';
 import { RelayMetrics } from '../../src/observability/metrics.ts';
 import { migrate } from '../../src/store/migrate.ts';
-import { ensurePartitions } from '../../src/store/partitions.ts';
+import { ensurePartitions, readPartitioning } from '../../src/store/partitions.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { waitFor } from '../support/postgres.ts';
 import { deliveryReport, orderViolations, type RelayProcess, spawnCli } from '../support/relay.ts';
@@ -413,5 +414,34 @@ describe.each(VERSIONS)('retention of a partitioned outbox on PostgreSQL %s', (v
     const third = await retention(5 * DAY).pruneOnce();
     expect(third?.partitions).toEqual({ dropped: [nameOf(8)], held: [nameOf(9)] });
     expect(await rows()).toEqual({ d9: 2 });
+
+    // The check under the root's lock, right before DROP (a row that changed after the unlocked
+    // count): a 'pending' row no record covers and a dead row (no dead window) each keep it.
+    const d = {
+      table: '"public"."outbox"',
+      progress: '"public"."outbox_relay_progress"',
+      publishedRetentionMs: 7 * DAY,
+      metrics,
+      log: pino({ level: 'silent' }),
+    };
+    const c = await pool.connect();
+    try {
+      const p9 = (await readPartitioning(c, d.table))!.partitions.find((p) => p.name === nameOf(9))!;
+      await pool.query(
+        `UPDATE outbox SET status = 'published' WHERE aggregate_id = 'd9' AND status = 'parked'`,
+      );
+      await pool.query(
+        `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, created_at) VALUES ('R', 'd9', 'E', NULL, $1)`,
+        [new Date(day(9).getTime() + 7200_000)],
+      );
+      expect(await dropIfSettled(c, p9, d, true)).toBe(false);
+      await pool.query(`UPDATE outbox SET status = 'dead' WHERE aggregate_id = 'd9' AND status = 'pending'`);
+      expect(await dropIfSettled(c, p9, d, false)).toBe(false);
+      expect(await rows()).toEqual({ d9: 3 });
+      expect(await dropIfSettled(c, p9, d, true)).toBe(true);
+      expect(await rows()).toEqual({});
+    } finally {
+      c.release();
+    }
   });
 });
