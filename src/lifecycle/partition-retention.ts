@@ -15,6 +15,8 @@ export interface PartitionRetentionDeps {
   deadRetentionMs?: number;
   metrics: RelayMetrics;
   log: Logger;
+  /** Partitions already warned about as held: said again at debug level only (the round repeats every minute). */
+  warned?: Set<string>;
 }
 
 export interface DroppedPartitions {
@@ -62,7 +64,9 @@ export async function dropSettledPartitions(
     const unsettled = Object.entries(counts).filter(([s]) => !settled(s, deadSettled));
     if (unsettled.length) {
       out.held.push(p.name);
-      d.log.warn(
+      const level = d.warned?.has(p.name) ? 'debug' : 'warn';
+      d.warned?.add(p.name);
+      d.log[level](
         { partition: p.name, unsettled: Object.fromEntries(unsettled) },
         `retention: partition ${p.name} is past the retention window but holds rows whose outcome is not settled; it is dropped once they are (they need the relay, the sweeper, or an operator: events resend / discard)`,
       );
@@ -73,6 +77,7 @@ export async function dropSettledPartitions(
       continue;
     }
     out.dropped.push(p.name);
+    d.warned?.delete(p.name);
     for (const [status, n] of Object.entries(counts)) {
       out.deleted[status] = (out.deleted[status] ?? 0) + n;
       d.metrics.pruned.inc({ status }, n);

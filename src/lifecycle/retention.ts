@@ -57,6 +57,8 @@ export type PruneResult = {
  */
 export class Retention {
   readonly #d: RetentionDeps;
+  /** A partitioned outbox: the partitions held by an unsettled row that were warned about. */
+  readonly #warned = new Set<string>();
 
   constructor(deps: RetentionDeps) {
     this.#d = deps;
@@ -77,7 +79,7 @@ export class Retention {
       try {
         const partitioning = await readPartitioning(client, d.table);
         if (partitioning && managedPartitioning(partitioning)) {
-          const p = await dropSettledPartitions(client, partitioning, d, signal);
+          const p = await dropSettledPartitions(client, partitioning, { ...d, warned: this.#warned }, signal);
           return {
             deleted: p.deleted,
             batches: 0,
