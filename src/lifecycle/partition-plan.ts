@@ -11,6 +11,10 @@
 export const PARTITION_INTERVALS = ['hour', 'day', 'week', 'month'] as const;
 export type PartitionInterval = (typeof PARTITION_INTERVALS)[number];
 
+/** --partition-interval and --partition-premake unset: daily partitions, a week of them ahead. */
+export const DEFAULT_PARTITION_INTERVAL: PartitionInterval = 'day';
+export const DEFAULT_PARTITION_PREMAKE = 7;
+
 export interface PartitionBounds {
   /** Inclusive; null = MINVALUE. */
   from: Date | null;

@@ -1,6 +1,12 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
-import { coveredUntil, inferInterval, intervalStart, nextStart } from '../lifecycle/partition-plan.ts';
+import {
+  coveredUntil,
+  DEFAULT_PARTITION_INTERVAL,
+  inferInterval,
+  intervalStart,
+  nextStart,
+} from '../lifecycle/partition-plan.ts';
 import { managedPartitioning, readPartitioning } from '../store/partitions.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { createSlot, readSlotRow, type SlotRow, slotCapacity, slotOwnershipError } from '../store/slots.ts';
@@ -216,7 +222,7 @@ export async function checkPartitions(
   const p = await readPartitioning(db, qualifiedName(t.schema, t.table));
   if (!p || !managedPartitioning(p)) return;
   const now = (await db.query<{ now: Date }>('SELECT now() AS now')).rows[0]!.now;
-  const interval = inferInterval(p.partitions) ?? 'day';
+  const interval = inferInterval(p.partitions) ?? DEFAULT_PARTITION_INTERVAL;
   let needed = intervalStart(now, interval);
   for (let i = 0; i <= PARTITIONS_AHEAD_NEEDED; i++) needed = nextStart(needed, interval);
   const until = coveredUntil(p.partitions, now);

@@ -1,13 +1,12 @@
 import type pg from 'pg';
-import { inferInterval } from '../lifecycle/partition-plan.ts';
+import {
+  DEFAULT_PARTITION_INTERVAL,
+  DEFAULT_PARTITION_PREMAKE,
+  inferInterval,
+} from '../lifecycle/partition-plan.ts';
 import { type CutoverTarget, describeSkipRule, planCutover } from '../replication/cutover.ts';
 import { formatLsn } from '../replication/lsn.ts';
-import {
-  DEFAULT_PARTITION_PREMAKE,
-  type MigrationTarget,
-  migrationsFor,
-  renderMigration,
-} from './migrate.ts';
+import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
 import { readPartitioning } from './partitions.ts';
 import { describeNarrowing, publicationDefinition, readPublication } from './publication.ts';
 import { readSlotRow } from './slots.ts';
@@ -52,7 +51,7 @@ export async function planMigration(
   const target = { ...t, partitioned: parts !== null || (t.partitioned === true && done.size === 0) };
   if (target.partitioned)
     lines.push(
-      `partitioned by created_at: would create the missing partitions of the current ${parts ? (inferInterval(parts.partitions) ?? t.partitionInterval ?? 'day') : (t.partitionInterval ?? 'day')} and the ${t.partitionPremake ?? DEFAULT_PARTITION_PREMAKE} after it`,
+      `partitioned by created_at: would create the missing partitions of the current ${(parts && inferInterval(parts.partitions)) ?? t.partitionInterval ?? DEFAULT_PARTITION_INTERVAL} and the ${t.partitionPremake ?? DEFAULT_PARTITION_PREMAKE} after it`,
     );
   const pub = await readPublication(client, t.publication);
   lines.push(

@@ -2,7 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
-import type { PartitionInterval } from '../lifecycle/partition-plan.ts';
+import {
+  DEFAULT_PARTITION_INTERVAL,
+  DEFAULT_PARTITION_PREMAKE,
+  type PartitionInterval,
+} from '../lifecycle/partition-plan.ts';
 import type { Logger } from '../observability/logger.ts';
 import { ensurePartitions, managedPartitioning, readPartitioning } from './partitions.ts';
 import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
@@ -45,9 +49,6 @@ export interface MigrationTarget {
   /** Partitions kept created after the current one (partitioned tables, whoever made them so). */
   partitionPremake?: number;
 }
-
-/** Partitions kept ahead by default: a week of daily partitions. */
-export const DEFAULT_PARTITION_PREMAKE = 7;
 
 export interface Migration {
   version: number;
@@ -148,7 +149,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
     if (parts && managedPartitioning(parts)) {
       const made = await ensurePartitions(client, t, {
         ahead: t.partitionPremake ?? DEFAULT_PARTITION_PREMAKE,
-        interval: t.partitionInterval ?? 'day',
+        interval: t.partitionInterval ?? DEFAULT_PARTITION_INTERVAL,
       });
       applied.push(...made.map((n) => `partition ${n}`));
       if (made.length) log?.info({ partitions: made }, 'partitions created');
@@ -209,7 +210,7 @@ async function refuseUnpartitioned(
     ErrorCode.CONFIG_INVALID,
     `--partitioned: ${t.schema}.${t.table} already exists and is not partitioned; migrate does not rewrite an existing table`,
     {
-      fix: 'convert it with the recipe in docs/outbox-table.md#partitioning (a partitioned table under the same name, the old one attached as a partition or copied), or run migrate without --partitioned',
+      fix: 'move to a new partitioned table beside it and drain the old one (docs/outbox-table.md#partitioning, "Converting an existing outbox"), or run migrate without --partitioned',
     },
   );
 }
