@@ -312,6 +312,42 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
     expect(json.publication.ok).toBe(true);
     expect(json.counts.pending ?? 0).toBe(0);
   });
+
+  it('a relay whose role does not own the table streams on and says how to get its partitions made', async () => {
+    await kafka.createTopic('outbox.event.Role', 1);
+    relay!.kill('SIGTERM');
+    await relay!.exited;
+    await pool.query(`CREATE ROLE relay_role LOGIN REPLICATION;
+      GRANT SELECT, UPDATE, DELETE ON outbox TO relay_role;
+      GRANT SELECT, UPDATE ON outbox_relay_state, outbox_relay_progress TO relay_role`);
+    const ahead = (await partitionsOf()).slice(-2);
+    for (const p of ahead) await pool.query(`DROP TABLE ${p}`);
+    const url = new URL(server.url);
+    url.username = 'relay_role';
+    relay = spawnCli([
+      'run',
+      '--database-url',
+      url.toString(),
+      '--slot',
+      SLOT,
+      ...kafka.relayArgs(),
+      '--sweep-interval-ms',
+      '100',
+      '--prune-interval-ms',
+      '200',
+    ]);
+    await relay.waitForLog(
+      /"msg":"partitions failed \(creating a partition needs the partitioned table's owner/,
+      30_000,
+    );
+    const w = writer(pool, 'Role');
+    await w.write(Array(20).fill(null));
+    await expectComplete('Role', w.next, 'a relay that may not create partitions');
+    expect((await partitionsOf()).filter((p) => ahead.includes(p))).toEqual([]);
+    // The owner's migrate makes them.
+    expect((await cliExit(['migrate'])).code).toBe(EXIT.OK);
+    expect((await partitionsOf()).slice(-2)).toEqual(ahead);
+  });
 });
 
 describe.each(VERSIONS)('retention of a partitioned outbox on PostgreSQL %s', (version) => {
