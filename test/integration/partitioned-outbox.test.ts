@@ -306,6 +306,24 @@ describe.each(VERSIONS)('a partitioned outbox on PostgreSQL %s', (version) => {
     });
     await r.waitForLog(/partitions created ahead/, 10_000); // written right after the CREATE's commit
 
+    const count = await cliExit([
+      'events',
+      'count',
+      '--aggregate-type',
+      'Lost',
+      '--status',
+      'published',
+      '--json',
+    ]);
+    expect(count.code, count.err).toBe(EXIT.OK);
+    expect((JSON.parse(count.out) as { count: number }).count).toBe(120);
+    const first = await pool.query<{ id: string }>(
+      `SELECT min(id)::text AS id FROM outbox WHERE aggregate_type = 'Lost'`,
+    );
+    const show = await cliExit(['events', 'show', first.rows[0]!.id]);
+    expect(show.code, show.err).toBe(EXIT.OK);
+    expect(show.out).toContain('published');
+
     const status = await cliExit(['status', '--json']);
     expect(status.code, status.err).toBe(EXIT.OK);
     const json = JSON.parse(status.out) as { publication: { ok: boolean }; counts: Record<string, number> };
