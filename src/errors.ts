@@ -10,6 +10,7 @@ export const ErrorCode = {
   OUTBOX_TABLE_MISSING: 'OUTBOX_TABLE_MISSING',
   PUBLICATION_MISSING: 'PUBLICATION_MISSING',
   PUBLICATION_MISMATCH: 'PUBLICATION_MISMATCH',
+  PARTITIONS_MISSING: 'PARTITIONS_MISSING',
   SLOT_WRONG_PLUGIN: 'SLOT_WRONG_PLUGIN',
   SLOT_OTHER_DATABASE: 'SLOT_OTHER_DATABASE',
   SLOT_LIMIT_REACHED: 'SLOT_LIMIT_REACHED',
@@ -41,6 +42,8 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
     'Run `outbox-relay migrate --database-url …`, which creates it, or check --publication.',
   PUBLICATION_MISMATCH:
     "The publication must cover only the outbox table and only inserts: `ALTER PUBLICATION <pub> SET TABLE <schema>.outbox; ALTER PUBLICATION <pub> SET (publish = 'insert')`.",
+  PARTITIONS_MISSING:
+    'A partitioned outbox needs a partition for every created_at an insert writes: run `outbox-relay migrate` (it creates the current partition and --partition-premake after it), or keep a relay running (it creates them ahead; its role must own the table). docs/outbox-table.md#partitioning.',
   SLOT_WRONG_PLUGIN:
     'Choose another --slot name, or drop that slot if nothing else uses it (`outbox-relay slot drop` / pg_drop_replication_slot).',
   SLOT_OTHER_DATABASE:

@@ -17,7 +17,7 @@ import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { OpsConflictError } from '../ops/input-error.ts';
 import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
 import { readFailover } from '../replication/failover.ts';
-import { checkDatabase } from '../replication/preflight.ts';
+import { checkDatabase, checkPartitions } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
@@ -203,6 +203,7 @@ async function main(argv: string[]): Promise<number> {
     case 'check': {
       const failover = await withClient(c, async (client) => {
         await checkDatabase(client, c);
+        await checkPartitions(client, c);
         return (await readFailover(client, c.slot, c.standbyUrl)).report;
       });
       // Failover findings never fail the check: the database can feed the relay; they say what a failover would cost.

@@ -67,6 +67,9 @@ export interface Config {
   debeziumOffsetsTopic?: string;
   debeziumConnector?: string;
   narrowPublication: boolean;
+  partitioned: boolean;
+  partitionInterval: 'hour' | 'day' | 'week' | 'month';
+  partitionPremake: number;
   schemaRegistryUrl?: string;
   schemaRegistryUsername?: string;
   schemaRegistryPassword?: string;

@@ -4,6 +4,12 @@
  * parser, --help, config-file validation and docs/configuration.md all come
  * from this table. Precedence: flags > config file > environment > defaults.
  */
+import {
+  DEFAULT_PARTITION_INTERVAL,
+  DEFAULT_PARTITION_PREMAKE,
+  PARTITION_INTERVALS,
+} from '../lifecycle/partition-plan.ts';
+
 export type OptionType = 'string' | 'int' | 'bool' | 'list' | 'map' | 'enum';
 
 export type Command = 'run' | 'migrate' | 'check' | 'demo' | 'status' | 'events' | 'replay' | 'slot';
@@ -108,6 +114,37 @@ export const OPTIONS: readonly OptionSpec[] = [
     group: 'Database',
     doc: "migrate: when --publication is FOR ALL TABLES (Debezium's default dbz_publication), drop it and create it again, in one transaction, covering only the outbox table (inserts), after waiting (SHARE lock, up to 30 s) for open transactions that wrote the outbox; changes committed after that transaction are filtered by it, earlier ones by the old definition, and both publish the outbox's inserts: no event lost or sent twice. Without it migrate only warns, and run refuses the publication. Other consumers of that publication stop receiving other tables. docs/migrating-from-debezium.md#narrowing-the-publication.",
     commands: ['migrate'],
+  },
+  {
+    key: 'partitioned',
+    flag: 'partitioned',
+    type: 'bool',
+    default: false,
+    group: 'Database',
+    doc: 'migrate: create the outbox table partitioned by range of created_at (primary key (id, created_at); ids still from one identity sequence), with the partitions of the current --partition-interval and --partition-premake after it, and a publication WITH (publish_via_partition_root = true). Retention then drops whole partitions once every row in them is settled instead of deleting rows. Refused on an existing unpartitioned table (docs/outbox-table.md#partitioning says how to move to a partitioned one).',
+    commands: ['migrate'],
+  },
+  {
+    key: 'partitionInterval',
+    flag: 'partition-interval',
+    env: 'OUTBOX_PARTITION_INTERVAL',
+    type: 'enum',
+    values: PARTITION_INTERVALS,
+    default: DEFAULT_PARTITION_INTERVAL,
+    group: 'Database',
+    doc: "A partitioned outbox's partition width (UTC bounds; a week starts on Monday). Once partitions exist, the newest one's width wins: the relay continues what is there.",
+    commands: ['migrate', ...RUN],
+  },
+  {
+    key: 'partitionPremake',
+    flag: 'partition-premake',
+    env: 'OUTBOX_PARTITION_PREMAKE',
+    type: 'int',
+    default: DEFAULT_PARTITION_PREMAKE,
+    min: 1,
+    group: 'Database',
+    doc: 'A partitioned outbox: how many partitions after the current one migrate and the relay (at every --prune-interval-ms, with or without --prune) keep created, so an insert always finds its partition. Ignored for a table that is not partitioned by range of created_at.',
+    commands: ['migrate', ...RUN],
   },
   {
     key: 'slot',

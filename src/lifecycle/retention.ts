@@ -2,6 +2,8 @@ import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { sleep } from '../retry/backoff.ts';
+import { managedPartitioning, readPartitioning } from '../store/partitions.ts';
+import { dropSettledPartitions } from './partition-retention.ts';
 import { publishedSql } from './progress.ts';
 import { PRUNABLE, sqlStatuses } from './statuses.ts';
 
@@ -31,6 +33,8 @@ export type PruneResult = {
   batches: number;
   /** The round stopped at maxRoundMs with rows left to delete. */
   more: boolean;
+  /** A partitioned outbox: the partitions dropped, and those past the window kept for an unsettled row. */
+  partitions?: { dropped: string[]; held: string[] };
 };
 
 /**
@@ -47,9 +51,14 @@ export type PruneResult = {
  * The record only grows, so reading it in the statement (its snapshot) can only under-prune.
  * FOR UPDATE re-checks the row's status on its latest version: a row an operator or the sweeper
  * moves meanwhile is judged by its new status.
+ *
+ * An outbox partitioned by range of created_at (`migrate --partitioned`) is pruned by dropping
+ * whole partitions by the same rules instead (partition-retention.ts), never row by row.
  */
 export class Retention {
   readonly #d: RetentionDeps;
+  /** A partitioned outbox: the partitions held by an unsettled row that were warned about. */
+  readonly #warned = new Set<string>();
 
   constructor(deps: RetentionDeps) {
     this.#d = deps;
@@ -68,6 +77,16 @@ export class Retention {
       );
       if (!lock.rows[0]?.ok) return null;
       try {
+        const partitioning = await readPartitioning(client, d.table);
+        if (partitioning && managedPartitioning(partitioning)) {
+          const p = await dropSettledPartitions(client, partitioning, { ...d, warned: this.#warned }, signal);
+          return {
+            deleted: p.deleted,
+            batches: 0,
+            more: false,
+            partitions: { dropped: p.dropped, held: p.held },
+          };
+        }
         const result: PruneResult = { deleted: {}, batches: 0, more: false };
         const deadline = Date.now() + (d.maxRoundMs ?? 5000);
         await this.#deleteAll(

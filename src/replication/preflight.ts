@@ -1,5 +1,13 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import {
+  coveredUntil,
+  DEFAULT_PARTITION_INTERVAL,
+  inferInterval,
+  intervalStart,
+  nextStart,
+} from '../lifecycle/partition-plan.ts';
+import { managedPartitioning, readPartitioning } from '../store/partitions.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { createSlot, readSlotRow, type SlotRow, slotCapacity, slotOwnershipError } from '../store/slots.ts';
 import { qualified as qualifiedName, sqlName } from '../store/sql-ident.ts';
@@ -134,14 +142,16 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       );
     }
   }
+  const partitioning = await readPartitioning(db, qualifiedName(t.schema, t.table));
   const pub = await db.query<{
     puballtables: boolean;
+    pubviaroot: boolean;
     pubinsert: boolean;
     pubupdate: boolean;
     pubdelete: boolean;
     pubtruncate: boolean;
   }>(
-    'SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1',
+    'SELECT puballtables, pubviaroot, pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1',
     [t.publication],
   );
   const p = pub.rows[0];
@@ -149,6 +159,19 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     throw new RelayError(ErrorCode.PUBLICATION_MISSING, `publication ${t.publication} does not exist`);
   }
   const problems: string[] = [];
+  const fixes: string[] = [];
+  // A partitioned outbox: without publish_via_partition_root pgoutput names each partition, and
+  // pg_publication_tables lists the partitions instead of the root.
+  const partitions = new Set(partitioning?.partitions.map((x) => `${t.schema}.${x.name}`));
+  const viaPartitions = partitioning !== null && !p.pubviaroot;
+  if (viaPartitions) {
+    problems.push(
+      `${t.schema}.${t.table} is partitioned and the publication does not publish via the partition root: its rows would arrive under each partition's name, which the relay does not read as the outbox`,
+    );
+    fixes.push(
+      `ALTER PUBLICATION ${sqlName(t.publication)} SET (publish_via_partition_root = true); -- or outbox-relay migrate (docs/outbox-table.md#partitioning)`,
+    );
+  }
   if (p.puballtables)
     problems.push(
       'it is FOR ALL TABLES (`outbox-relay migrate --narrow-publication` replaces it by one of the outbox table alone)',
@@ -160,8 +183,9 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     );
     const names = tables.rows.map((r) => `${r.schemaname}.${r.tablename}`);
     const want = `${t.schema}.${t.table}`;
-    if (!names.includes(want)) problems.push(`it does not cover ${want}`);
-    const others = names.filter((n) => n !== want);
+    if (!names.includes(want) && !(viaPartitions && names.some((n) => partitions.has(n))))
+      problems.push(`it does not cover ${want}`);
+    const others = names.filter((n) => n !== want && !(viaPartitions && partitions.has(n)));
     if (others.length) problems.push(`it also covers ${others.join(', ')}`);
   }
   if (!p.pubinsert) problems.push('it does not publish inserts');
@@ -177,9 +201,43 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
     throw new RelayError(
       ErrorCode.PUBLICATION_MISMATCH,
       `publication ${t.publication} is wrong: ${problems.join('; ')}`,
+      fixes.length ? { fix: fixes.join(' ') } : {},
     );
   }
   await checkSlot(db, t.slot);
+}
+
+/** How many intervals ahead `check` wants created, at least (the relay keeps --partition-premake). */
+const PARTITIONS_AHEAD_NEEDED = 1;
+
+/**
+ * `check` on a partitioned outbox (`run` creates what is missing itself, in its sweeper): a
+ * partition must hold created_at = now and the next interval, else the application's inserts fail
+ * ("no partition of relation … found for row") now or at the interval's turn. Read-only.
+ */
+export async function checkPartitions(
+  db: pg.ClientBase,
+  t: { schema: string; table: string },
+): Promise<void> {
+  const p = await readPartitioning(db, qualifiedName(t.schema, t.table));
+  if (!p || !managedPartitioning(p)) return;
+  const now = (await db.query<{ now: Date }>('SELECT now() AS now')).rows[0]!.now;
+  const interval = inferInterval(p.partitions) ?? DEFAULT_PARTITION_INTERVAL;
+  let needed = intervalStart(now, interval);
+  for (let i = 0; i <= PARTITIONS_AHEAD_NEEDED; i++) needed = nextStart(needed, interval);
+  const until = coveredUntil(p.partitions, now);
+  if (until !== null && until.getTime() >= needed.getTime()) return;
+  const what =
+    until === null
+      ? `no partition of ${t.schema}.${t.table} holds created_at = now (${now.toISOString()}): inserts fail now`
+      : `the partitions of ${t.schema}.${t.table} end at ${until.toISOString()}: inserts fail from then on`;
+  throw new RelayError(
+    ErrorCode.PARTITIONS_MISSING,
+    `${what} (partitioned by ${interval}; no partition is created ahead)`,
+    {
+      fix: `outbox-relay migrate (creates the current partition and --partition-premake after it), or start the relay, which keeps them created (its role must own the table); docs/outbox-table.md#partitioning`,
+    },
+  );
 }
 
 /** The connected role, and whether it may stream from and create or drop slots (REPLICATION or superuser). */

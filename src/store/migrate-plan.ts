@@ -1,7 +1,13 @@
 import type pg from 'pg';
+import {
+  DEFAULT_PARTITION_INTERVAL,
+  DEFAULT_PARTITION_PREMAKE,
+  inferInterval,
+} from '../lifecycle/partition-plan.ts';
 import { type CutoverTarget, describeSkipRule, planCutover } from '../replication/cutover.ts';
 import { formatLsn } from '../replication/lsn.ts';
 import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
+import { readPartitioning } from './partitions.ts';
 import { describeNarrowing, publicationDefinition, readPublication } from './publication.ts';
 import { readSlotRow } from './slots.ts';
 import { qualified } from './sql-ident.ts';
@@ -41,13 +47,21 @@ export async function planMigration(
     );
   }
   if (pending.length === 0) lines.push('migrations: all applied');
+  const parts = t.compat === 'debezium' ? null : await readPartitioning(client, qualified(t.schema, t.table));
+  const target = { ...t, partitioned: parts !== null || (t.partitioned === true && done.size === 0) };
+  if (target.partitioned)
+    lines.push(
+      `partitioned by created_at: would create the missing partitions of the current ${(parts && inferInterval(parts.partitions)) ?? t.partitionInterval ?? DEFAULT_PARTITION_INTERVAL} and the ${t.partitionPremake ?? DEFAULT_PARTITION_PREMAKE} after it`,
+    );
   const pub = await readPublication(client, t.publication);
   lines.push(
     !pub
-      ? `publication ${t.publication}: would be created (${publicationDefinition(t)})`
+      ? `publication ${t.publication}: would be created (${publicationDefinition(target)})`
       : pub.allTables
-        ? describeNarrowing(t, t.narrowPublication === true)
-        : `publication ${t.publication}: exists`,
+        ? describeNarrowing(target, t.narrowPublication === true)
+        : target.partitioned && !pub.viaRoot
+          ? `publication ${t.publication}: exists; would be set to publish_via_partition_root = true`
+          : `publication ${t.publication}: exists`,
   );
   if (t.slot) {
     const slot = await readSlotRow(client, t.slot);

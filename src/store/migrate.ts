@@ -2,7 +2,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import {
+  DEFAULT_PARTITION_INTERVAL,
+  DEFAULT_PARTITION_PREMAKE,
+  type PartitionInterval,
+} from '../lifecycle/partition-plan.ts';
 import type { Logger } from '../observability/logger.ts';
+import { ensurePartitions, managedPartitioning, readPartitioning } from './partitions.ts';
 import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
 import { insertInitialProgress, progressTable } from './progress-table.ts';
 import {
@@ -33,6 +39,15 @@ export interface MigrationTarget {
   compat?: 'none' | 'debezium';
   /** A FOR ALL TABLES publication is replaced by one of the outbox table alone (store/publication.ts). */
   narrowPublication?: boolean;
+  /**
+   * A new outbox table is partitioned by range of created_at (sql/partitioned/), and its
+   * publication publishes via the partition root. docs/outbox-table.md#partitioning.
+   */
+  partitioned?: boolean;
+  /** The width of a new partitioned table's partitions (existing partitions' width wins). */
+  partitionInterval?: PartitionInterval;
+  /** Partitions kept created after the current one (partitioned tables, whoever made them so). */
+  partitionPremake?: number;
 }
 
 export interface Migration {
@@ -55,9 +70,12 @@ export function loadMigrations(dir = SQL_DIR): Migration[] {
 
 /** The target's migrations: the relay's own, or the Debezium preset's side tables (versions 1000+). */
 export function migrationsFor(t: MigrationTarget): Migration[] {
-  return t.compat === 'debezium'
-    ? loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }))
-    : loadMigrations();
+  if (t.compat === 'debezium')
+    return loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }));
+  if (!t.partitioned) return loadMigrations();
+  // The partitioned table replaces version 1; the later migrations (state, progress, view) are shared.
+  const partitioned = loadMigrations(`${SQL_DIR}partitioned/`);
+  return loadMigrations().map((m) => partitioned.find((p) => p.version === m.version) ?? m);
 }
 
 export function renderMigration(sql: string, t: MigrationTarget): string {
@@ -101,6 +119,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
         ])
       ).rows.map((r) => r.version),
     );
+    await refuseUnpartitioned(client, t, done);
     const migrations = migrationsFor(t);
     for (const m of migrations) {
       if (done.has(m.version)) continue;
@@ -124,14 +143,35 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       applied.push(`${m.version}_${m.name}`);
       log?.info({ migration: m.version, name: m.name }, 'migration applied');
     }
+    const parts =
+      t.compat === 'debezium' ? null : await readPartitioning(client, qualified(t.schema, t.table));
+    const target = { ...t, partitioned: parts !== null };
+    if (parts && managedPartitioning(parts)) {
+      const made = await ensurePartitions(client, t, {
+        ahead: t.partitionPremake ?? DEFAULT_PARTITION_PREMAKE,
+        interval: t.partitionInterval ?? DEFAULT_PARTITION_INTERVAL,
+      });
+      applied.push(...made.map((n) => `partition ${n}`));
+      if (made.length) log?.info({ partitions: made }, 'partitions created');
+    } else if (parts)
+      log?.warn(
+        { table: `${t.schema}.${t.table}`, key: parts.key, strategy: parts.strategy },
+        'the outbox table is partitioned, but not by range of created_at: the relay streams it (via the partition root) but neither creates nor drops its partitions',
+      );
     const pub = await readPublication(client, t.publication);
     if (!pub) {
-      await client.query(`CREATE PUBLICATION ${ident(t.publication)} ${publicationDefinition(t)}`);
+      await client.query(`CREATE PUBLICATION ${ident(t.publication)} ${publicationDefinition(target)}`);
       applied.push(`publication ${t.publication}`);
       log?.info({ publication: t.publication }, 'publication created');
     } else if (pub.allTables) {
-      if (t.narrowPublication) applied.push(await narrowPublication(client, t, log));
-      else log?.warn({ publication: t.publication }, describeNarrowing(t, false));
+      if (t.narrowPublication) applied.push(await narrowPublication(client, target, log));
+      else log?.warn({ publication: t.publication }, describeNarrowing(target, false));
+    } else if (target.partitioned && !pub.viaRoot) {
+      // Without it pgoutput sends each partition's rows under the partition's name, which the relay
+      // does not take for the outbox (docs/outbox-table.md#partitioning).
+      await client.query(`ALTER PUBLICATION ${ident(t.publication)} SET (publish_via_partition_root = true)`);
+      applied.push(`publication ${t.publication}: publish_via_partition_root = true`);
+      log?.info({ publication: t.publication }, 'publication set to publish via the partition root');
     }
     if (t.slot) {
       await insertInitialRelayState(client, relayStateTable(t.schema, t.table), t.slot);
@@ -144,6 +184,35 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
     await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]).catch(() => {});
   }
   return applied;
+}
+
+/**
+ * --partitioned on a table an earlier migrate created unpartitioned: migrate never rewrites a
+ * table, so it says how to convert it instead of silently doing nothing.
+ */
+async function refuseUnpartitioned(
+  client: pg.ClientBase,
+  t: MigrationTarget,
+  done: Set<number>,
+): Promise<void> {
+  if (!t.partitioned) return;
+  if (t.compat === 'debezium')
+    throw new RelayError(
+      ErrorCode.CONFIG_INVALID,
+      "--partitioned creates the relay's own outbox table; with --compat debezium the table is the application's",
+      {
+        fix: "partition the application's table yourself, then run migrate without --partitioned (docs/outbox-table.md#partitioning)",
+      },
+    );
+  if (!done.has(1)) return;
+  if (await readPartitioning(client, qualified(t.schema, t.table))) return;
+  throw new RelayError(
+    ErrorCode.CONFIG_INVALID,
+    `--partitioned: ${t.schema}.${t.table} already exists and is not partitioned; migrate does not rewrite an existing table`,
+    {
+      fix: 'move to a new partitioned table beside it and drain the old one (docs/outbox-table.md#partitioning, "Converting an existing outbox"), or run migrate without --partitioned',
+    },
+  );
 }
 
 /**

@@ -35,28 +35,34 @@ export interface PublicationState {
   allTables: boolean;
   /** schema.table of each table it covers (none for FOR ALL TABLES). */
   tables: string[];
+  /** publish_via_partition_root: a partitioned table's rows arrive under the root's name. */
+  viaRoot: boolean;
 }
 
 export async function readPublication(db: pg.ClientBase, name: string): Promise<PublicationState | null> {
-  const r = await db.query<{ puballtables: boolean; tables: string[] | null }>(
-    `SELECT p.puballtables,
+  const r = await db.query<{ puballtables: boolean; pubviaroot: boolean; tables: string[] | null }>(
+    `SELECT p.puballtables, p.pubviaroot,
             (SELECT array_agg(t.schemaname || '.' || t.tablename ORDER BY 1)
                FROM pg_publication_tables t WHERE t.pubname = p.pubname AND NOT p.puballtables) AS tables
        FROM pg_publication p WHERE p.pubname = $1`,
     [name],
   );
   const row = r.rows[0];
-  return row ? { allTables: row.puballtables, tables: row.tables ?? [] } : null;
+  return row ? { allTables: row.puballtables, tables: row.tables ?? [], viaRoot: row.pubviaroot } : null;
 }
 
-/** The definition a new or narrowed publication gets: the outbox table, inserts only. */
-export function publicationDefinition(t: { schema: string; table: string }): string {
-  return `FOR TABLE ${qualified(t.schema, t.table)} WITH (publish = 'insert')`;
+/**
+ * The definition a new or narrowed publication gets: the outbox table, inserts only; a
+ * partitioned one via its root (each partition's rows under the root's name, as the relay reads).
+ */
+export function publicationDefinition(t: { schema: string; table: string; partitioned?: boolean }): string {
+  const via = t.partitioned ? ', publish_via_partition_root = true' : '';
+  return `FOR TABLE ${qualified(t.schema, t.table)} WITH (publish = 'insert'${via})`;
 }
 
 /** Says what --narrow-publication does, or would do (dry run), to a FOR ALL TABLES publication. */
 export function describeNarrowing(
-  t: { schema: string; table: string; publication: string },
+  t: { schema: string; table: string; publication: string; partitioned?: boolean },
   narrow: boolean,
 ): string {
   return narrow
@@ -71,7 +77,7 @@ export function describeNarrowing(
  */
 export async function narrowPublication(
   db: pg.ClientBase,
-  t: { schema: string; table: string; publication: string },
+  t: { schema: string; table: string; publication: string; partitioned?: boolean },
   log?: Logger,
 ): Promise<string> {
   await db.query('BEGIN');

@@ -35,6 +35,7 @@ import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
+import { ensurePartitions } from '../store/partitions.ts';
 import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
 import { dlqMessage } from './dead-letter.ts';
@@ -104,6 +105,7 @@ export class Sweeper {
   readonly #retention: Retention;
   #lastSlotCheck = 0;
   #lastPrune = 0;
+  #lastPartitions = 0;
   readonly #failingSteps = new Set<string>();
 
   constructor(deps: SweeperDeps) {
@@ -190,12 +192,41 @@ export class Sweeper {
           this.#d.log.debug({ filled: r.filled, ranges: r.ranges }, 'progress record compacted');
       });
     }
+    // A partitioned outbox: its partitions ahead of now, with or without --prune (an insert whose
+    // created_at has no partition fails in the application).
+    if (
+      c.compat !== 'debezium' &&
+      !signal.aborted &&
+      Date.now() - this.#lastPartitions >= c.pruneIntervalMs
+    ) {
+      this.#lastPartitions = Date.now();
+      await this.#step('partitions', () => this.#premakePartitions());
+    }
     if (c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
       this.#lastPrune = Date.now();
       await this.#step('retention', async () => {
         // A round cut short (a large backlog) continues at the next sweep, between retries.
         if ((await this.#retention.pruneOnce(signal))?.more) this.#lastPrune = 0;
       });
+    }
+  }
+
+  /** Creates a partitioned outbox's missing partitions ahead (store/partitions.ts); nothing for a plain table. */
+  async #premakePartitions(): Promise<void> {
+    const c = this.#d.config;
+    const client = await this.#d.store.db.connect();
+    let broken: Error | undefined;
+    try {
+      const made = await ensurePartitions(client, c, {
+        ahead: c.partitionPremake,
+        interval: c.partitionInterval,
+      });
+      if (made.length) this.#d.log.info({ partitions: made }, 'partitions created ahead');
+    } catch (e) {
+      broken = e as Error;
+      throw e;
+    } finally {
+      client.release(broken);
     }
   }
 
@@ -213,9 +244,13 @@ export class Sweeper {
       if (!this.#failingSteps.has(name)) {
         const code = codeOf(e);
         const hint =
-          code === SqlState.INSUFFICIENT_PRIVILEGE && name === 'retention'
-            ? ' (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune)'
-            : '';
+          code !== SqlState.INSUFFICIENT_PRIVILEGE
+            ? ''
+            : name === 'retention'
+              ? " (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune; a partitioned outbox: the relay's role must own it to drop partitions)"
+              : name === 'partitions'
+                ? " (creating a partition needs the partitioned table's owner: GRANT <owner role> TO <relay role>, or run `outbox-relay migrate` on a schedule; docs/outbox-table.md#partitioning)"
+                : '';
         this.#d.log.warn({ step: name, err: errorMessage(e), code }, `${name} failed${hint}; retrying`);
       }
       this.#failingSteps.add(name);
