@@ -23,6 +23,7 @@ import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
 import { debeziumRouting } from '../route/debezium/event-router-options.ts';
+import { routeConfigOf } from '../route/router.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -30,7 +31,8 @@ import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { ReplicationSession } from '../stream/session.ts';
-import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
+import { OutboxRows } from '../sweeper/outbox-rows.ts';
+import { SideTableRows } from '../sweeper/side-table-rows.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -287,14 +289,15 @@ export class Relay {
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    // The preset's failures live in its side table, which has its own sweeper.
-    const sweeper =
-      store instanceof DebeziumSideStore
-        ? new DebeziumSideSweeper(
-            { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics },
-            routing!,
-          )
-        : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    // The preset's failures live in its side table: the same sweeper works over it.
+    const sweeper = new Sweeper({
+      ...shared,
+      store:
+        store instanceof DebeziumSideStore
+          ? new SideTableRows(store, c.slot, routing!, c)
+          : new OutboxRows(store, routeConfigOf(c)),
+      onFatal: (e) => this.#session?.fail(e),
+    });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
       slot: c.slot,
