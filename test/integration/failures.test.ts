@@ -4,7 +4,7 @@ import { OutboxStore } from '../../src/lifecycle/outbox-store.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { RelayMetrics } from '../../src/observability/metrics.ts';
 import { routeConfigOf } from '../../src/route/router.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { OutboxRows } from '../../src/sweeper/outbox-rows.ts';

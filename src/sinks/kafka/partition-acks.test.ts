@@ -1,8 +1,8 @@
 import type { Kafka, PartitionerArgs, ProducerBatch, ProducerConfig } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../observability/logger.ts';
-import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { KafkaSink, type KafkaSinkConfig } from './kafka.ts';
+import { silentLogger } from '../../observability/logger.ts';
+import type { OutboundMessage, OutboxEvent } from '../../route/event.ts';
+import { KafkaSink, type KafkaSinkConfig } from './kafka-sink.ts';
 import { acknowledges, PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 
 describe('acknowledges', () => {

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { logLevel } from 'kafkajs';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { logCreator, relayLevelOf } from './kafkajs-log.ts';
+import { logCreator, relayLevelOf } from './log.ts';
 
 const { ERROR, WARN } = logLevel;
 

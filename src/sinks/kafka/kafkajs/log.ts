@@ -14,8 +14,8 @@
  */
 import { createRequire } from 'node:module';
 import { logLevel } from 'kafkajs';
-import type { Logger } from '../observability/logger.ts';
-import { PERMANENT_KAFKA_TYPES } from './kafka-errors.ts';
+import type { Logger } from '../../../observability/logger.ts';
+import { PERMANENT_KAFKA_TYPES } from '../kafka-errors.ts';
 
 export type RelayLevel = 'error' | 'warn' | 'debug';
 
@@ -32,7 +32,7 @@ const RELAY_IN_TROUBLE = [/SASL .*authentication failed/i, /^Failed to execute l
 
 /**
  * kafkajs' messages of the Kafka errors the relay treats as a permanent refusal of an event
- * (sinks/kafka-errors.ts), as they appear in its log lines ("Response Produce(…)" with
+ * (sinks/kafka/kafka-errors.ts), as they appear in its log lines ("Response Produce(…)" with
  * `error: <message>`, "Failed to send messages: <message>"). Read from kafkajs' own table; if
  * that moves, none matches and such lines are `warn` (never `error`).
  */
@@ -49,7 +49,7 @@ const PERMANENT_MESSAGES: readonly string[] = (() => {
 
 /**
  * Transaction coordinator answers that mean "not now", which the relay retries itself
- * (kafkajs-send-messages.ts addPartitionsToTransaction, kafka-transactions.ts): CONCURRENT_TRANSACTIONS
+ * (kafkajs/send-messages.ts addPartitionsToTransaction, kafka-transactions.ts): CONCURRENT_TRANSACTIONS
  * follows nearly every commit of exactly-once delivery for a few ms → `debug`.
  */
 const COORDINATOR_BUSY_MESSAGES: readonly string[] = (() => {

@@ -1,9 +1,9 @@
 import { KafkaJSProtocolError, logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { requestsOf, transactionalIdOf } from './kafka.ts';
 import { isFenced } from './kafka-errors.ts';
 import { decodeProgress, encodeProgress } from './kafka-progress.ts';
-import { relayLevelOf } from './kafkajs-log.ts';
+import { requestsOf, transactionalIdOf } from './kafka-sink.ts';
+import { relayLevelOf } from './kafkajs/log.ts';
 
 /** Pure parts of exactly-once delivery (docs/delivery.md); the protocol itself is tested on the real broker (test/integration/exactly-once.test.ts). */
 

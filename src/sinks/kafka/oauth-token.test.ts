@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../dev/local-kafka.ts';
+import { freePort } from '../../dev/local-kafka.ts';
 import {
   clientCredentialsFetcher,
   commandFetcher,

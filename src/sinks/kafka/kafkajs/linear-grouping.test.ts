@@ -1,11 +1,11 @@
 import { createRequire } from 'node:module';
 import { type Message, Partitioners, type PartitionMetadata } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KafkaHarness, startKafka } from '../../test/support/kafka.ts';
-import { silentLogger } from '../observability/logger.ts';
-import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { KafkaSink, type KafkaSinkConfig } from './kafka.ts';
-import * as linear from './kafkajs-linear-grouping.ts';
+import { type KafkaHarness, startKafka } from '../../../../test/support/kafka.ts';
+import { silentLogger } from '../../../observability/logger.ts';
+import type { OutboundMessage, OutboxEvent } from '../../../route/event.ts';
+import { KafkaSink, type KafkaSinkConfig } from '../kafka-sink.ts';
+import * as linear from './linear-grouping.ts';
 
 const require = createRequire(import.meta.url);
 const kafkajsGroup =

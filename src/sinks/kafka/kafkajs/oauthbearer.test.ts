@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { initialResponse, oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
-import { TokenCache } from './oauth-token.ts';
+import { TokenCache } from '../oauth-token.ts';
+import { initialResponse, oauthBearerAuthenticator } from './oauthbearer.ts';
 
 /** A server's SASL answer as kafkajs hands it over: BYTES (int32 length, then the bytes). */
 const answer = (text: string) => {

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { CompressionTypes, Kafka, Message, Producer, ProducerConfig, Transaction } from 'kafkajs';
-import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
-import { idRanges } from '../lifecycle/id-ranges.ts';
-import type { Logger } from '../observability/logger.ts';
+import { ErrorCode, errorMessage, RelayError } from '../../errors.ts';
+import { idRanges } from '../../lifecycle/id-ranges.ts';
+import type { Logger } from '../../observability/logger.ts';
 import { classifyKafkaError, isFenced } from './kafka-errors.ts';
 import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-progress.ts';
 import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
@@ -14,7 +14,7 @@ import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition
  *
  * What the relay takes from kafkajs and what it does not trust:
  *  - kafkajs' transaction manager (InitProducerId, AddPartitionsToTxn, EndTxn) and the relay's
- *    own sendMessages (kafkajs-send-messages.ts), which registers each partition with the
+ *    own sendMessages (kafkajs/send-messages.ts), which registers each partition with the
  *    transaction before its first record batch and writes the transactional attribute, producer
  *    id, epoch and sequences into the batches (produce-encoder.ts);
  *  - NOT kafkajs' recovery from a failed transaction (#469: abort after a failure leaves its

@@ -11,7 +11,7 @@ import type { Codec } from './kafka-codecs.ts';
  * Only the value types the relay sends (key and value: string, Buffer or null; header values:
  * string or Buffer; timestamps within ±2^31 ms of the batch's first) are encoded here:
  * encodeProduceBody returns null for anything else, and the caller falls back to kafkajs'
- * encoder. Compressed batches (a `codec`, src/sinks/kafka-codecs.ts): each partition's records
+ * encoder. Compressed batches (a `codec`, src/sinks/kafka/kafka-codecs.ts): each partition's records
  * are written into a buffer of their exact size, compressed, and the compressed bytes copied
  * into the batch (codec id in the attributes, the CRC over the compressed batch) — kafkajs'
  * recordBatch/v0 layout, whose bytes a test compares for each codec. Measured (2026-11-25, a
@@ -299,7 +299,7 @@ function writeRecords(w: Writer, messages: ProduceMessage[], plan: PartitionPlan
  * The Produce request body (v3–v7) for `args`, or null when kafkajs' own encoder must do it.
  * With `headroom`, the body starts that many bytes into a larger buffer (its `.buffer` …
  * `byteOffset` show them): room for the request's framing in front, written without a copy
- * (kafkajs-produce-hook.ts). With `codec`, each record batch's records are compressed by it.
+ * (kafkajs/produce-hook.ts). With `codec`, each record batch's records are compressed by it.
  */
 export function encodeProduceBody(
   args: ProduceArgs,

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { crc32c } from './crc32c.ts';
 import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
-import { installProduceEncoder } from './kafkajs-produce-hook.ts';
+import { installProduceEncoder } from './kafkajs/produce-hook.ts';
 import { encodeProduceBody, type ProduceArgs, type ProduceMessage } from './produce-encoder.ts';
 
 const require = createRequire(import.meta.url);

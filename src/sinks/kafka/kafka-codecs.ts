@@ -98,7 +98,7 @@ let registered = false;
 
 /**
  * Gives kafkajs snappy, lz4 and zstd (it has gzip only), so that its own encoder (the fallback
- * of src/sinks/produce-encoder.ts) and its consumers (the tests' readers) handle every codec the
+ * of src/sinks/kafka/produce-encoder.ts) and its consumers (the tests' readers) handle every codec the
  * relay writes. kafkajs' gzip is left as it is.
  */
 export function registerKafkajsCodecs(): void {

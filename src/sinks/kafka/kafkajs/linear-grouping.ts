@@ -6,7 +6,7 @@ import type { Message, PartitionerArgs } from 'kafkajs';
  * the relay's 1,300-event batches over 3 partitions, 1.3 µs/record and ~1.7 kB of garbage per
  * event. kafkajs offers no option for it and its modules capture the function when they load.
  *
- * The relay's own sendMessages (kafkajs-send-messages.ts, loaded by kafkajs-client.ts) groups
+ * The relay's own sendMessages (kafkajs/send-messages.ts, loaded by kafkajs/client.ts) groups
  * with the linear version below instead.
  */
 

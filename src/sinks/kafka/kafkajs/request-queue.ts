@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
  * `checkPendingRequests`, which ends in `scheduleCheckPendingRequests`, which — with no request
  * waiting and no throttling — schedules the next check after `throttledUntil - Date.now()` ms, a
  * large negative number that Node turns into 1 ms (and, from Node 23 on, a TimeoutNegativeWarning
- * each time: kafkajs-warnings.ts). The check finds nothing and schedules itself again. So a relay
+ * each time: kafkajs/warnings.ts). The check finds nothing and schedules itself again. So a relay
  * woke ~1,000 times a second per Kafka connection whatever it was doing; in live mode those
  * wake-ups share the event loop with the commits (docs/benchmarks.md, "Live mode: where the CPU
  * per commit went").
@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
  * every response checks the queue (fulfillRequest), so does every request timeout.
  *
  * Installed on kafkajs' RequestQueue prototype, shared by every client of the process (the
- * relay's producer chain reuses kafkajs' network modules: kafkajs-client.ts). When the class does
+ * relay's producer chain reuses kafkajs' network modules: kafkajs/client.ts). When the class does
  * not look as expected (another kafkajs), nothing is installed and kafkajs' own method stays.
  */
 

@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
 import { Kafka, type Message, type PartitionerArgs } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { patchedKafkaClass } from './kafkajs-client.ts';
-import { createSendMessages, type PartitionResponse } from './kafkajs-send-messages.ts';
-import { PartitionLedger } from './partition-acks.ts';
+import { PartitionLedger } from '../partition-acks.ts';
+import { patchedKafkaClass } from './client.ts';
+import { createSendMessages, type PartitionResponse } from './send-messages.ts';
 
 const require = createRequire(import.meta.url);
 const stockSendMessages = require('kafkajs/src/producer/sendMessages.js') as typeof createSendMessages;
@@ -149,7 +149,7 @@ async function sendWith(create: typeof createSendMessages) {
   return { ...world, responses };
 }
 
-describe("the relay's sendMessages (kafkajs-send-messages.ts)", () => {
+describe("the relay's sendMessages (kafkajs/send-messages.ts)", () => {
   it("kafkajs 2.2.4's own: a partition whose leader moved to a broker that had answered is never sent, yet the send resolves (the bug)", async () => {
     const { sent, responses } = await sendWith(stockSendMessages);
     const stored = sent.flatMap((s) => s.partitions.map((p) => p.partition));

@@ -1,15 +1,15 @@
 import { createRequire } from 'node:module';
-import { codecById } from './kafka-codecs.ts';
-import { encodeProduceBody, type ProduceArgs } from './produce-encoder.ts';
+import { codecById } from '../kafka-codecs.ts';
+import { encodeProduceBody, type ProduceArgs } from '../produce-encoder.ts';
 
 /**
- * Plugs src/sinks/produce-encoder.ts into kafkajs. kafkajs has no hook for its wire encoding, so
+ * Plugs src/sinks/kafka/produce-encoder.ts into kafkajs. kafkajs has no hook for its wire encoding, so
  * this wraps the one mutable entry point every Produce request goes through: the `protocol`
  * function of kafkajs' Produce request definition (src/protocol/requests/produce/index.js),
  * which each broker calls per request to pick the versioned request builder. The wrapper
  * keeps kafkajs' request object (api key, version, response parser) and replaces only its
  * `encode` — for versions 3 to 7 (record batches, magic 2), uncompressed or compressed by a codec
- * of src/sinks/kafka-codecs.ts; everything else, and any message the fast encoder does not
+ * of src/sinks/kafka/kafka-codecs.ts; everything else, and any message the fast encoder does not
  * take, goes through kafkajs' own `encode`.
  *
  * Robustness: the entry point is looked up by path in the kafkajs that `import 'kafkajs'`

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { TokenCache } from './oauth-token.ts';
+import type { TokenCache } from '../oauth-token.ts';
 
 // kafkajs spreads its error classes into module.exports, which Node's ESM named-export detection
 // for CommonJS does not see: required.

@@ -10,25 +10,25 @@ import {
   type ProducerConfig,
   type SASLOptions,
 } from 'kafkajs';
-import type { Config } from '../config/load.ts';
-import type { Logger } from '../observability/logger.ts';
-import type { OutboundMessage } from '../route/event.ts';
-import { type KnownTopic, knownTopics } from '../route/topic-settings.ts';
+import type { Config } from '../../config/load.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { OutboundMessage } from '../../route/event.ts';
+import { type KnownTopic, knownTopics } from '../../route/topic-settings.ts';
+import type { ExactlyOnceProgress, PublishOptions, Sink } from '../sink.ts';
 import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
 import { TransactionalPublisher } from './kafka-transactions.ts';
-import { patchedKafkaClass } from './kafkajs-client.ts';
-import { logCreator } from './kafkajs-log.ts';
-import { oauthBearerAuthenticator } from './kafkajs-oauthbearer.ts';
-import { installProduceEncoder, produceRequestsBuilt } from './kafkajs-produce-hook.ts';
-import { installRequestQueueCheck } from './kafkajs-request-queue.ts';
+import { patchedKafkaClass } from './kafkajs/client.ts';
+import { logCreator } from './kafkajs/log.ts';
+import { oauthBearerAuthenticator } from './kafkajs/oauthbearer.ts';
+import { installProduceEncoder, produceRequestsBuilt } from './kafkajs/produce-hook.ts';
+import { installRequestQueueCheck } from './kafkajs/request-queue.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { MissingTopics } from './missing-topics.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
 import { PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
-import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 
 export type KafkaSinkConfig = Pick<
   Config,
@@ -101,7 +101,7 @@ function ssl(c: KafkaClientSettings) {
 
 function sasl(c: KafkaClientSettings, tokens: TokenCache | null): SASLOptions | undefined {
   if (c.kafkaSaslMechanism === 'none') return undefined;
-  // kafkajs' own OAUTHBEARER takes a refused token for success (src/sinks/kafkajs-oauthbearer.ts).
+  // kafkajs' own OAUTHBEARER takes a refused token for success (src/sinks/kafka/kafkajs/oauthbearer.ts).
   if (tokens)
     return {
       mechanism: 'oauthbearer',
@@ -166,7 +166,7 @@ export class KafkaSink implements Sink {
   unacknowledgedSends = 0;
   /** OAUTHBEARER tokens (null for other mechanisms). */
   readonly tokens: TokenCache | null;
-  /** --kafka-topics (src/sinks/kafka-topics.ts) and the topics known from the configuration. */
+  /** --kafka-topics (src/sinks/kafka/kafka-topics.ts) and the topics known from the configuration. */
   readonly #topics: TopicProvisioner;
   readonly #known: KnownTopic[];
   /** --delivery exactly-once: every publish is a Kafka transaction (kafka-transactions.ts). */
@@ -184,17 +184,17 @@ export class KafkaSink implements Sink {
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
     this.#log = log;
     this.tokens = oauthTokens(c);
-    // Record batches written in one pass (src/sinks/produce-encoder.ts); kafkajs' encoder otherwise.
+    // Record batches written in one pass (src/sinks/kafka/produce-encoder.ts); kafkajs' encoder otherwise.
     if (!installProduceEncoder())
       log.warn(
         'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
       );
-    // No 1 ms timer per connection while nothing waits (src/sinks/kafkajs-request-queue.ts).
+    // No 1 ms timer per connection while nothing waits (src/sinks/kafka/kafkajs/request-queue.ts).
     if (!installRequestQueueCheck())
       log.warn(
         "this kafkajs does not look as expected: its request queue's idle timer runs (1,000 wake-ups a second per connection)",
       );
-    // kafkajs' client with the relay's sendMessages (src/sinks/kafkajs-send-messages.ts): a
+    // kafkajs' client with the relay's sendMessages (src/sinks/kafka/kafkajs/send-messages.ts): a
     // partition is sent until a response acknowledges it, even after its leader moved.
     const Client = client ?? patchedKafkaClass();
     if (!Client)
@@ -249,7 +249,7 @@ export class KafkaSink implements Sink {
         }),
       };
     }
-    // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka-codecs.ts), given to kafkajs too.
+    // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka/kafka-codecs.ts), given to kafkajs too.
     registerKafkajsCodecs();
     this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
     this.#timeout = c.kafkaRequestTimeoutMs;
@@ -368,7 +368,7 @@ export class KafkaSink implements Sink {
       throw e;
     }
     // The client's "done" is not the broker's acknowledgement: every partition a message was
-    // assigned to needs a response of its own (src/sinks/partition-acks.ts).
+    // assigned to needs a response of its own (src/sinks/kafka/partition-acks.ts).
     const missing = this.#ledger.unacknowledged(responses);
     if (missing.length > 0) {
       this.unacknowledgedSends++;
@@ -457,7 +457,7 @@ const MISSING_TOPIC =
 /**
  * The batch grouped by topic, keeping stream order within each (order within a key, hence a
  * partition, is kept). The messages go to kafkajs as they are: they have its Message's key, value
- * and headers, and a numeric timestamp, which kafkajs (and src/sinks/produce-encoder.ts) take as
+ * and headers, and a numeric timestamp, which kafkajs (and src/sinks/kafka/produce-encoder.ts) take as
  * well as its string. No copy per event; a batch for one topic (the usual case) is not copied at all.
  */
 function byTopic(batch: readonly OutboundMessage[]): TopicMessages {

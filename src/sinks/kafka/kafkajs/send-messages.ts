@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
 import type { Message, PartitionerArgs } from 'kafkajs';
-import { cacheTransactionCoordinator } from './kafkajs-coordinator-cache.ts';
-import { groupMessagesPerPartition } from './kafkajs-linear-grouping.ts';
-import { acknowledges } from './partition-acks.ts';
+import { acknowledges } from '../partition-acks.ts';
+import { cacheTransactionCoordinator } from './coordinator-cache.ts';
+import { groupMessagesPerPartition } from './linear-grouping.ts';
 
 /**
  * The relay's replacement for kafkajs 2.2.4's `src/producer/sendMessages.js`: the function that
@@ -26,7 +26,7 @@ import { acknowledges } from './partition-acks.ts';
  * request is built and is rolled back if that request fails, so a partition sent again carries
  * the same first sequence and the broker drops a copy it already stored.
  *
- * The grouping by partition is the linear one of kafkajs-linear-grouping.ts, computed once per
+ * The grouping by partition is the linear one of kafkajs/linear-grouping.ts, computed once per
  * call: a key's partition depends only on the partition count, which never shrinks.
  */
 

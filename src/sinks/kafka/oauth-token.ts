@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import type { Config } from '../config/load.ts';
+import type { Config } from '../../config/load.ts';
 
 /**
  * Tokens for SASL/OAUTHBEARER (docs/kafka.md, "Authentication"): from an OIDC token endpoint

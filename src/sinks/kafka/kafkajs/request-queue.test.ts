@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it } from 'vitest';
-import { installRequestQueueCheck } from './kafkajs-request-queue.ts';
+import { installRequestQueueCheck } from './request-queue.ts';
 
 const require = createRequire(import.meta.url);
 

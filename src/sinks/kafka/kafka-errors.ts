@@ -4,7 +4,7 @@
  * topic, the ACLs or the message. Everything else (and anything unknown) is
  * transient: stall, back off, retry, never confirm past it.
  */
-import type { Classified, ErrorClass } from '../errors.ts';
+import type { Classified, ErrorClass } from '../../errors.ts';
 
 // The shared classification lives in errors.ts (the lifecycle and other sinks use it too);
 // re-exported for this folder's files. reason here: a Kafka error type or kafkajs error name.

@@ -1,12 +1,12 @@
 import type { Admin, Kafka } from 'kafkajs';
-import { ErrorCode, RelayError } from '../errors.ts';
-import type { Logger } from '../observability/logger.ts';
+import { ErrorCode, RelayError } from '../../errors.ts';
+import type { Logger } from '../../observability/logger.ts';
 import {
   type KnownTopic,
   type TopicSettings,
   type TopicSettingsConfig,
   topicSettingsFor,
-} from '../route/topic-settings.ts';
+} from '../../route/topic-settings.ts';
 
 /**
  * Topic provisioning (--kafka-topics): the topics the relay routes to, created on purpose with

@@ -1,7 +1,7 @@
 /**
  * kafkajs' transaction manager asks a broker for the transaction coordinator (FindCoordinator, one
  * round trip) before every AddPartitionsToTxn and EndTxn, and again before each retry of
- * AddPartitionsToTxn (kafkajs-send-messages.ts): 2 – 4 extra round trips per exactly-once batch
+ * AddPartitionsToTxn (kafkajs/send-messages.ts): 2 – 4 extra round trips per exactly-once batch
  * on a coordinator that almost never moves. Measured reason: docs/delivery.md, "Throughput".
  *
  * This remembers the coordinator's node id per producer (kafkajs' cluster object is the

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cacheTransactionCoordinator } from './kafkajs-coordinator-cache.ts';
+import { cacheTransactionCoordinator } from './coordinator-cache.ts';
 
 const TRANSACTION = 1;
 

@@ -1,7 +1,7 @@
 /**
  * kafkajs 2.2 schedules its idle request-queue check with a negative delay, which Node ≥ 23
  * clamps to 1 ms and reports as TimeoutNegativeWarning on every send. Not harmless — it is a
- * 1 ms loop per connection, which the Kafka sink removes (kafkajs-request-queue.ts) — but a
+ * 1 ms loop per connection, which the Kafka sink removes (kafkajs/request-queue.ts) — but a
  * kafkajs client running before a sink installed that (the bench's and tests' own clients) still
  * warns; this hides only that one warning (every other warning still reaches the default
  * handler). Idempotent.

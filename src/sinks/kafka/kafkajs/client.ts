@@ -1,9 +1,9 @@
 import { createRequire, Module } from 'node:module';
 import type { Kafka } from 'kafkajs';
-import { createSendMessages } from './kafkajs-send-messages.ts';
+import { createSendMessages } from './send-messages.ts';
 
 /**
- * kafkajs' client class with the relay's own `sendMessages` (kafkajs-send-messages.ts: per-
+ * kafkajs' client class with the relay's own `sendMessages` (kafkajs/send-messages.ts: per-
  * partition acknowledgement accounting, the fix of the lost-partition retry bug, and the linear
  * grouping). kafkajs offers no option for it and its modules capture the function when they load,
  * so this loads a second copy of the producer chain (src/index.js → producer/index.js →
