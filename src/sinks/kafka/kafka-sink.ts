@@ -20,11 +20,10 @@ import { breaksProducer, type Classified, classifyKafkaError } from './kafka-err
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
 import { TransactionalPublisher } from './kafka-transactions.ts';
-import { patchedKafkaClass } from './kafkajs/client.ts';
+import { installKafkajsPatches } from './kafkajs/install.ts';
 import { logCreator } from './kafkajs/log.ts';
 import { oauthBearerAuthenticator } from './kafkajs/oauthbearer.ts';
-import { installProduceEncoder, produceRequestsBuilt } from './kafkajs/produce-hook.ts';
-import { installRequestQueueCheck } from './kafkajs/request-queue.ts';
+import { produceRequestsBuilt } from './kafkajs/produce-hook.ts';
 import { CachedDefaultPartitioner } from './key-partitioner.ts';
 import { MissingTopics } from './missing-topics.ts';
 import { oauthTokens, type TokenCache } from './oauth-token.ts';
@@ -184,23 +183,12 @@ export class KafkaSink implements Sink {
   constructor(c: KafkaSinkConfig, log: Logger, client?: typeof Kafka) {
     this.#log = log;
     this.tokens = oauthTokens(c);
-    // Record batches written in one pass (src/sinks/kafka/produce-encoder.ts); kafkajs' encoder otherwise.
-    if (!installProduceEncoder())
-      log.warn(
-        'this kafkajs does not look as expected: records are encoded by kafkajs itself (slower, same bytes)',
-      );
-    // No 1 ms timer per connection while nothing waits (src/sinks/kafka/kafkajs/request-queue.ts).
-    if (!installRequestQueueCheck())
-      log.warn(
-        "this kafkajs does not look as expected: its request queue's idle timer runs (1,000 wake-ups a second per connection)",
-      );
-    // kafkajs' client with the relay's sendMessages (src/sinks/kafka/kafkajs/send-messages.ts): a
-    // partition is sent until a response acknowledges it, even after its leader moved.
-    const Client = client ?? patchedKafkaClass();
-    if (!Client)
-      log.warn(
-        "this kafkajs does not look as expected: its own sendMessages is used (the relay's acknowledgement check still holds)",
-      );
+    // The relay's kafkajs patches (src/sinks/kafka/kafkajs/README.md): record batches written in
+    // one pass, no 1 ms timer per idle connection, and kafkajs' client with the relay's
+    // sendMessages — a partition is sent until a response acknowledges it, even after its leader
+    // moved. Each one only where kafkajs' internals are as expected; the log says which.
+    const patches = installKafkajsPatches(log);
+    const Client = client ?? patches.Client;
     this.#kafka = new (Client ?? Kafka)(kafkaClientConfig(c, this.tokens, log));
     this.#producerConfig = {
       // kafkajs 2's default (named, so kafkajs does not warn that the default changed), each
