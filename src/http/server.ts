@@ -83,6 +83,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
         metrics: o.relay.metrics.health,
         log: o.log,
         everyMs: o.health?.everyMs,
+        relay: o.relay,
       })
     : null;
 

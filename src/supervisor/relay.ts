@@ -120,6 +120,9 @@ const HEALTHY_SESSION_MS = 5000;
  *
  * The relay-state row (state-recorder.ts) is written by the lock holder only.
  */
+/** A listener of the relay's state changes: the new state, and when the relay-state row says it. */
+export type StateListener = (state: RelayState, recorded: Promise<void>) => void;
+
 export class Relay {
   readonly metrics: RelayMetrics;
   readonly #c: Config;
@@ -218,6 +221,20 @@ export class Relay {
     this.#waitingDependency = dependency;
     this.metrics.setState(s);
     this.#recorder?.tick();
+    const recorded = this.#recorder?.settled() ?? Promise.resolve();
+    for (const l of this.#stateListeners) l(s, recorded);
+  }
+
+  readonly #stateListeners = new Set<StateListener>();
+
+  /**
+   * Hears every state change of the relay (starting, streaming, waiting, standby, stopping,
+   * stopped), at once, with a promise that settles once the relay-state row says it (what
+   * `outbox-relay status` reads). Returns the unsubscribe function.
+   */
+  onStateChange(listener: StateListener): () => void {
+    this.#stateListeners.add(listener);
+    return () => this.#stateListeners.delete(listener);
   }
 
   /** The relay's state as `status` shows it. */

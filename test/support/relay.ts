@@ -86,7 +86,7 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): Rela
 }
 
 /** Every test relay: its database and slot, and short retry delays so outage tests stay fast. */
-function baseArgs(db: { url: string; name: string }): string[] {
+export function baseArgs(db: { url: string; name: string }): string[] {
   return [
     '--database-url',
     db.url,
