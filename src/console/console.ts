@@ -176,6 +176,11 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   };
 
   // --- requests ---
+  // Routed by hand on node:http (the pages below, one regex each for an event and a replay job),
+  // not by a framework: the console's security — the token check, the CSRF token on every POST,
+  // the form body read with a size limit, the CSP and other headers on every answer — is all here
+  // in one function, where a reviewer sees it whole; a framework's middleware order, body parsers
+  // and error pages would be a dependency tree to audit for about ten routes.
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://console.invalid');
     const path = url.pathname;
