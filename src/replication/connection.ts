@@ -28,6 +28,11 @@ export interface StreamHandlers {
   onData(data: Buffer, start: number, end: number): void;
   /** Right before START_REPLICATION goes out: how the stream will be read. */
   onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean }): void;
+  /**
+   * The server answered START_REPLICATION (CopyBothResponse): the slot is this connection's now
+   * (PostgreSQL acquires it, active_pid set, before it answers).
+   */
+  onStreaming?(): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
 }
@@ -196,6 +201,8 @@ export class ReplicationConnection {
       stableBuffers = reader.stable;
     } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
     handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted });
+    // pg's Connection names the CopyBothResponse 'replicationStart'.
+    if (handlers.onStreaming) connection.once('replicationStart', () => handlers.onStreaming?.());
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
       .join(', ');

@@ -12,7 +12,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { consoleRelayArgs, launchChromium } from '../support/browser.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { baseArgs, migrateDb, type RelayProcess, spawnCli } from '../support/relay.ts';
+import { migrateDb, type RelayProcess, spawnRelayWithHttp } from '../support/relay.ts';
 
 const TOKEN = 'console-verdict-token-0123456789abcdef';
 /** Findings that say no relay streams, or none has recorded its state. */
@@ -34,23 +34,9 @@ afterAll(async () => {
 });
 
 it('the overview within a second of streaming: the verdict agrees with the relay and slot cards, and /readyz says the same', async () => {
-  relay = spawnCli([
-    'run',
-    ...baseArgs(db),
-    '--sink',
-    'stdout',
-    '--http-port',
-    '0',
-    '--http-host',
-    '127.0.0.1',
-    ...consoleRelayArgs(TOKEN),
-  ]);
-  await relay.waitForLog(/"msg":"http server listening/);
-  const line = relay
-    .logs()
-    .split('\n')
-    .find((l) => l.includes('"msg":"http server listening'))!;
-  const base = `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`;
+  const r = await spawnRelayWithHttp(db, 'stdout', consoleRelayArgs(TOKEN));
+  relay = r.relay;
+  const base = `http://127.0.0.1:${r.port}`;
   const page = await (await browser.newContext()).newPage();
 
   // /readyz answers 200 from the moment the relay streams.

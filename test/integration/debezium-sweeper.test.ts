@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
-import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
+import { createDebeziumOutbox, debeziumStringArgs, insertThenDelete } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
 import { startRelayInProcess, testConfig } from '../support/relay.ts';
@@ -38,22 +38,6 @@ afterAll(async () => {
   await kafka?.stop();
 });
 
-async function insertThenDelete(rows: [id: string, type: string, key: string][]): Promise<void> {
-  const tx = await db!.pool.connect();
-  try {
-    await tx.query('BEGIN');
-    for (const [id, type, key] of rows)
-      await tx.query(
-        `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'Created', $4)`,
-        [id, type, key, JSON.stringify({ id })],
-      );
-    await tx.query('DELETE FROM outbox');
-    await tx.query('COMMIT');
-  } finally {
-    tx.release();
-  }
-}
-
 const sideRow = async (id: string) =>
   (
     await db!.query<{ status: string; attempts: number; last_error: string }>(
@@ -87,7 +71,7 @@ it('--max-attempts 0 retries a refused event of the side table forever: it is ne
   await startRelay(['--max-attempts', '0']);
   const id = randomUUID();
   // Its topic does not exist (auto-creation off): every attempt is refused for good.
-  await insertThenDelete([[id, 'Missing', 'm-1']]);
+  await insertThenDelete(db!, [[id, 'Missing', 'm-1']]);
 
   await waitFor(
     async () => {
@@ -107,7 +91,7 @@ it('a dead event of the side table is copied to the dead-letter topic; a refused
   await startRelay(['--max-attempts', '2', '--dead-letter-topic', dlq]);
   const first = randomUUID();
   // The dead-letter topic does not exist yet: the copy is refused, the event is dead all the same.
-  await insertThenDelete([[first, 'Missing', 'm-1']]);
+  await insertThenDelete(db!, [[first, 'Missing', 'm-1']]);
   await waitFor(async () => (await sideRow(first))?.status === 'dead', {
     timeoutMs: 30_000,
     message: 'the event dead after two attempts although its dead-letter copy was refused',
@@ -122,7 +106,7 @@ it('a dead event of the side table is copied to the dead-letter topic; a refused
   // With the topic there, the next dead event's copy is the original record plus why it died.
   await kafka.createTopic('outbox.dlq', 1);
   const second = randomUUID();
-  await insertThenDelete([[second, 'Missing', 'm-2']]);
+  await insertThenDelete(db!, [[second, 'Missing', 'm-2']]);
   await waitFor(async () => (await kafka.readAll('outbox.dlq')).length === 1, {
     timeoutMs: 30_000,
     message: 'the dead event on the dead-letter topic',
