@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';

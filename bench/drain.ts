@@ -39,7 +39,7 @@ import type { Admin } from 'kafkajs';
 import pg from 'pg';
 import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';

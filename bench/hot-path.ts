@@ -15,9 +15,9 @@ import { OutboxDecoder } from '../src/replication/decoder.ts';
 import type { OutboundMessage } from '../src/route/event.ts';
 import { routeConfigOf, tryRoute } from '../src/route/router.ts';
 import { keepTimestampMicroseconds } from '../src/route/timestamptz.ts';
-import { CachedDefaultPartitioner } from '../src/sinks/key-partitioner.ts';
+import { CachedDefaultPartitioner } from '../src/sinks/kafka/key-partitioner.ts';
+import { encodeProduceBody, type ProduceMessage } from '../src/sinks/kafka/produce-encoder.ts';
 import { encodeLines } from '../src/sinks/ndjson.ts';
-import { encodeProduceBody, type ProduceMessage } from '../src/sinks/produce-encoder.ts';
 import { Binary, begin, commit, insert, int32, OUTBOX_COLUMNS, relation } from '../test/support/pgoutput.ts';
 
 const { values } = parseArgs({
@@ -118,7 +118,7 @@ const stages: [string, (batch: OutboundMessage[]) => void][] = [
     (batch) => {
       const parts: ProduceMessage[][] = [[], [], []];
       for (const m of batch) {
-        // The sink hands the messages to kafkajs as they are (src/sinks/kafka.ts).
+        // The sink hands the messages to kafkajs as they are (src/sinks/kafka/kafka-sink.ts).
         const message = m as unknown as Message;
         // biome-ignore lint/suspicious/noExplicitAny: PartitionerArgs' metadata type is wider than needed here.
         const p = partitioner({ topic: m.topic, partitionMetadata: partitionMetadata as any, message });

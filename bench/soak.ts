@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { freePort, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, payload, seqOf } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';

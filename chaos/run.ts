@@ -19,7 +19,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { Env } from './lib/env.ts';
 import { json, line, type Result, summary, table } from './lib/format.ts';
 import type { Scenario } from './lib/scenario.ts';

@@ -12,7 +12,7 @@ import {
   kafkaVersionFromEnv,
   LocalKafkaCluster,
 } from '../src/dev/local-kafka.ts';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 
 const USAGE = `usage:
   npm run kafka -- up   [--dir .tmp/kafka] [--port 19092] [--brokers 1|3] [--version V] [--auto-create-topics]

@@ -6,7 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { runPlayground } from '../src/dev/playground.ts';
-import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 
 const USAGE = `usage: npm run playground [-- --dir .tmp/playground] [--every-ms 1000]
 

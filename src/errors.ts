@@ -102,7 +102,7 @@ export class RelayError extends Error {
 
 /**
  * How an error bears on the event or statement that met it, whatever the dependency (the Kafka
- * table sinks/kafka-errors.ts, the PostgreSQL table store/pg-errors.ts, the router's row checks):
+ * table sinks/kafka/kafka-errors.ts, the PostgreSQL table store/pg-errors.ts, the router's row checks):
  * permanent = retrying the same thing cannot succeed until someone changes it; transient = wait
  * and retry, never confirm past it.
  */

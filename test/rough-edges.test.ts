@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.ts';
-import { KafkaSink } from '../src/sinks/kafka.ts';
+import { KafkaSink } from '../src/sinks/kafka/kafka-sink.ts';
 import { type KafkaHarness, startKafka } from './support/kafka.ts';
 import { useTestDatabase, waitFor } from './support/postgres.ts';
 import { migrateDb, type RelayProcess, slotOf, spawnCli } from './support/relay.ts';

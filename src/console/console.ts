@@ -21,13 +21,14 @@ import type { HealthSource } from '../ops/status-report.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
+import type { WalStatus } from '../sweeper/wal-budget.ts';
 import { History } from './history.ts';
 import type { SafeHtml } from './html.ts';
 import { type Action, loginPage, messagePage, type Plan, previewPage, resultPage } from './pages/actions.ts';
 import { eventPage } from './pages/event.ts';
 import { eventsPage } from './pages/events.ts';
 import { BASE, type PageContext } from './pages/layout.ts';
-import { overviewPage } from './pages/overview.ts';
+import { type OverviewData, overviewPage } from './pages/overview.ts';
 import { replayJobPage, replayPage } from './pages/replay.ts';
 import { filterOptions, filterParams, oneId } from './params.ts';
 import { describeState } from './relay-state.ts';
@@ -175,6 +176,11 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   };
 
   // --- requests ---
+  // Routed by hand on node:http (the pages below, one regex each for an event and a replay job),
+  // not by a framework: the console's security — the token check, the CSRF token on every POST,
+  // the form body read with a size limit, the CSP and other headers on every answer — is all here
+  // in one function, where a reviewer sees it whole; a framework's middleware order, body parsers
+  // and error pages would be a dependency tree to audit for about ten routes.
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://console.invalid');
     const path = url.pathname;
@@ -343,17 +349,36 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   // --- data of the pages ---
   async function overview() {
     const s = await readSample(o.relay);
-    let slot: Awaited<ReturnType<typeof readSlot>> = null;
+    // One reading for the verdict and the slot card, and one that has every state change of the
+    // relay before this sample in it: the page never shows two answers at once.
+    const health = await o.health.settled();
+    let slot: OverviewData['slot']['reading'] = null;
     let slotError: string | null = null;
-    try {
-      slot = await readSlot(pool, c.slot);
-    } catch (e) {
-      slotError = errorMessage(e);
+    if (health.report) {
+      const r = health.report.slot;
+      slotError = r.error;
+      slot = r.exists
+        ? {
+            active: r.active === true,
+            activePid: r.activePid,
+            walStatus: r.walStatus as WalStatus | null,
+            safeWalSizeBytes: r.safeWalSizeBytes,
+            retainedBytes: r.retainedWalBytes ?? 0,
+            confirmedLagBytes: r.lagBytes ?? 0,
+          }
+        : null;
+    } else {
+      // The status could not be read (the verdict says why): the slot as the relay reads it.
+      try {
+        slot = await readSlot(pool, c.slot);
+      } catch (e) {
+        slotError = errorMessage(e);
+      }
     }
     const unhealthy = await withClient((db) => events.list(db, { statuses: [...RESOLVABLE] }, 10));
     return {
       now: s.at,
-      health: o.health.current,
+      health,
       state: describeState(s),
       confirmedLsn: s.confirmedLsn,
       secondsSinceProgress: s.lastProgressAt === null ? null : (s.at - s.lastProgressAt) / 1000,

@@ -8,7 +8,7 @@ import { type HttpServer, startHttpServer } from '../http/server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
 import { DEFAULT_TOPIC_TEMPLATE } from '../route/router.ts';
-import { KafkaSink } from '../sinks/kafka.ts';
+import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { migrate } from '../store/migrate.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Relay } from '../supervisor/relay.ts';

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { errorMessage } from '../errors.ts';
+import type { RelayView } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { HealthMetrics } from '../observability/metrics.ts';
 import { readStatus } from '../ops/status.ts';
@@ -22,9 +23,11 @@ export const HEALTH_EVERY_MS = 15_000;
 
 /**
  * The health verdict of `outbox-relay status`, read by the relay itself every `everyMs` on a
- * connection of its own, so the body of /readyz, the console's overview and the outbox_health
- * metrics show the very same reading, and none of them queries the database per request (a
- * probe stays cheap and never waits on PostgreSQL). The reading is `status`'s: readStatus()
+ * connection of its own, and again at once after each of the relay's own state changes
+ * (streaming, waiting, standby, stopping, stopped: once the relay-state row says it), so the body
+ * of /readyz, the console's overview and the outbox_health metrics show the very same reading,
+ * never one from before the relay's latest state, and none of them queries the database per
+ * request (a probe stays cheap and never waits on PostgreSQL). The reading is `status`'s: readStatus()
  * then evaluate(), nothing else, except that published rows are not counted (the verdict does
  * not use them; counting them would scan the whole table every 15 s).
  */
@@ -43,9 +46,19 @@ export class HealthWatch {
     findings: [],
   };
   #inflight: Promise<HealthReading> | null = null;
+  /** A reading asked for by a state change, to begin once the change is recorded. */
+  #next: Promise<HealthReading> | null = null;
+  readonly #unsubscribe: () => void;
   #closed = false;
 
-  constructor(o: { config: Config; metrics: HealthMetrics; log: Logger; everyMs?: number }) {
+  constructor(o: {
+    config: Config;
+    metrics: HealthMetrics;
+    log: Logger;
+    everyMs?: number;
+    /** The relay whose state changes are read at once (RelayView.onStateChange). */
+    relay?: Pick<RelayView, 'onStateChange'>;
+  }) {
     this.#config = o.config;
     this.#metrics = o.metrics;
     this.#log = o.log;
@@ -60,6 +73,8 @@ export class HealthWatch {
     void this.refresh();
     this.#timer = setInterval(() => void this.refresh(), o.everyMs ?? HEALTH_EVERY_MS);
     this.#timer.unref();
+    this.#unsubscribe =
+      o.relay?.onStateChange?.((_state, recorded) => void this.rereadAfter(recorded)) ?? (() => {});
   }
 
   /** The last reading (never waits). */
@@ -73,6 +88,31 @@ export class HealthWatch {
       this.#inflight = null;
     });
     return this.#inflight;
+  }
+
+  /**
+   * A reading that begins after `recorded` settled and after the reading under way (which may
+   * have begun before the change): the relay's state change, read as `status` reads it. Changes
+   * that come while one is waiting share it.
+   */
+  rereadAfter(recorded: Promise<unknown>): Promise<HealthReading> {
+    const before = this.#inflight;
+    this.#next ??= Promise.all([recorded, before])
+      .catch(() => {})
+      .then(() => {
+        this.#next = null;
+        return this.#closed ? this.#reading : this.refresh();
+      });
+    return this.#next;
+  }
+
+  /**
+   * The reading once every state change heard so far is in it (waits only while one is being
+   * read: at most one status read).
+   */
+  async settled(): Promise<HealthReading> {
+    if (this.#next) return this.#next;
+    return this.#reading;
   }
 
   async #read(): Promise<HealthReading> {
@@ -99,6 +139,7 @@ export class HealthWatch {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#unsubscribe();
     clearInterval(this.#timer);
     await this.#inflight?.catch(() => {});
     await this.#pool.end().catch(() => {});

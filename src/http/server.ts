@@ -83,6 +83,7 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
         metrics: o.relay.metrics.health,
         log: o.log,
         everyMs: o.health?.everyMs,
+        relay: o.relay,
       })
     : null;
 
@@ -119,6 +120,9 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
         })
       : null;
 
+  // Routed by hand on node:http, not by a framework (express, fastify): three read-only paths and
+  // the console's prefix; a framework would add a dependency tree, its own body parsing and error
+  // pages to a port that Kubernetes probes every few seconds, for a switch statement.
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
     if (operatorConsole && (path === '/console' || path?.startsWith('/console/')))

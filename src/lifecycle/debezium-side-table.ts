@@ -4,8 +4,8 @@ import { RESOLVABLE, sqlStatuses, UNHEALTHY } from './statuses.ts';
 /**
  * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
  * sql/debezium/000001_side_tables.sql): the events of a Debezium outbox that could not be
- * published, as the WAL carried them. The stream inserts them (debezium-side-store.ts); the side
- * sweeper retries, kills and releases them; operators resend and discard them (their reads:
+ * published, as the WAL carried them. The stream inserts them (debezium-side-store.ts); the
+ * sweeper retries, kills and releases them (sweeper/side-table-rows.ts); operators resend and discard them (their reads:
  * debezium-side-events.ts). Statuses:
  *   failed  → published (a retry went through) | failed (again, later) | dead (max attempts)
  *           | failed (`events resend`, due now) | discarded (`events discard`)
@@ -35,31 +35,103 @@ function toRow(r: Record<string, unknown>): SideRow {
   };
 }
 
+type Db = pg.Pool | pg.ClientBase;
+
 /**
- * Due work in WAL order: failed rows whose time has come, and parked rows whose key (the
- * `keyColumn` value) has no failed or dead row before them.
+ * An aggregate of the side table as the stream names it (replication/columns-tuple.ts
+ * columnsEvent): the route.by.field column's text and the table.field.event.key column's, each ''
+ * when absent. `$2` and `$3` are the two column names.
  */
-export async function dueSideRows(
-  db: pg.Pool | pg.ClientBase,
+const AGGREGATE = (alias: string) =>
+  `COALESCE(${alias}.columns ->> $2, '') = $4 AND COALESCE(${alias}.columns ->> $3::text, '') = $5`;
+
+/** Failed rows whose time has come, in WAL order, FOR UPDATE SKIP LOCKED (in the retry's transaction). */
+export async function claimDueSide(db: Db, table: string, slot: string, limit: number): Promise<SideRow[]> {
+  const r = await db.query(
+    `SELECT * FROM ${table}
+      WHERE slot_name = $1 AND status = 'failed' AND next_attempt_at <= clock_timestamp()
+      ORDER BY wal_position LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [slot, limit],
+  );
+  return r.rows.map(toRow);
+}
+
+/** The aggregate's parked rows in WAL order, FOR UPDATE SKIP LOCKED (in the release's transaction). */
+export async function claimSideParked(
+  db: Db,
   table: string,
   slot: string,
-  keyColumn: string,
+  columns: { routeBy: string; key: string | null },
+  aggregate: [type: string, id: string],
   limit: number,
 ): Promise<SideRow[]> {
   const r = await db.query(
     `SELECT * FROM ${table} AS f
-      WHERE f.slot_name = $1
-        AND ((f.status = 'failed' AND f.next_attempt_at <= clock_timestamp())
-          OR (f.status = 'parked' AND NOT EXISTS (
-                SELECT 1 FROM ${table} AS h
-                 WHERE h.slot_name = f.slot_name AND h.status IN ('failed', 'dead')
-                   AND h.wal_position < f.wal_position
-                   AND h.columns ->> $2 IS NOT DISTINCT FROM f.columns ->> $2)))
-      ORDER BY f.wal_position
-      LIMIT $3`,
-    [slot, keyColumn, limit],
+      WHERE f.slot_name = $1 AND f.status = 'parked' AND ${AGGREGATE('f')}
+      ORDER BY f.wal_position LIMIT $6 FOR UPDATE SKIP LOCKED`,
+    [slot, columns.routeBy, columns.key, aggregate[0], aggregate[1], limit],
   );
   return r.rows.map(toRow);
+}
+
+/** Whether the aggregate has a failed or dead row (its parked rows must wait). */
+export async function sideHasUnresolvedHead(
+  db: Db,
+  table: string,
+  slot: string,
+  columns: { routeBy: string; key: string | null },
+  aggregate: [type: string, id: string],
+): Promise<boolean> {
+  const r = await db.query(
+    `SELECT 1 FROM ${table} AS f
+      WHERE f.slot_name = $1 AND f.status IN ${sqlStatuses(RESOLVABLE)} AND ${AGGREGATE('f')} LIMIT 1`,
+    [slot, columns.routeBy, columns.key, aggregate[0], aggregate[1]],
+  );
+  return !!r.rowCount;
+}
+
+/** Aggregates with parked rows and no failed or dead row before them (at most 100). */
+export async function releasableSideAggregates(
+  db: Db,
+  table: string,
+  slot: string,
+  columns: { routeBy: string; key: string | null },
+): Promise<[string, string][]> {
+  const r = await db.query<{ t: string; k: string }>(
+    `SELECT DISTINCT COALESCE(p.columns ->> $2, '') AS t, COALESCE(p.columns ->> $3::text, '') AS k
+       FROM ${table} AS p
+      WHERE p.slot_name = $1 AND p.status = 'parked' AND NOT EXISTS (
+        SELECT 1 FROM ${table} AS h
+         WHERE h.slot_name = p.slot_name AND h.status IN ${sqlStatuses(RESOLVABLE)}
+           AND h.wal_position < p.wal_position
+           AND h.columns ->> $2 IS NOT DISTINCT FROM p.columns ->> $2
+           AND h.columns ->> $3::text IS NOT DISTINCT FROM p.columns ->> $3::text)
+      LIMIT 100`,
+    [slot, columns.routeBy, columns.key],
+  );
+  return r.rows.map((row) => [row.t, row.k]);
+}
+
+/**
+ * The sweeper's move of a failed or parked row: published (published_at now), failed (due after
+ * `retryInMs`) or dead; `attempts` as counted, `error` kept when null.
+ */
+export async function settleSideRow(
+  db: Db,
+  table: string,
+  slot: string,
+  walPosition: string,
+  to: { status: 'published' | 'failed' | 'dead'; attempts: number; error?: string; retryInMs?: number },
+): Promise<void> {
+  await db.query(
+    `UPDATE ${table}
+        SET status = $3, attempts = $4, last_error = COALESCE($5, last_error),
+            next_attempt_at = CASE WHEN $6::float8 IS NULL THEN NULL
+                                   ELSE clock_timestamp() + $6::float8 * interval '1 millisecond' END,
+            published_at = CASE WHEN $3 = 'published' THEN clock_timestamp() ELSE published_at END
+      WHERE slot_name = $1 AND wal_position = $2 AND status IN ('failed', 'parked')`,
+    [slot, walPosition, to.status, to.attempts, to.error ?? null, to.retryInMs ?? null],
+  );
 }
 
 /**
@@ -81,39 +153,6 @@ export async function heldSideAggregates(
     [slot, routeByColumn, keyColumn],
   );
   return r.rows.map((row) => [row.t, row.k]);
-}
-
-export async function markSidePublished(
-  db: pg.Pool | pg.ClientBase,
-  table: string,
-  slot: string,
-  walPosition: string,
-): Promise<void> {
-  await db.query(
-    `UPDATE ${table} SET status = 'published', published_at = clock_timestamp(), next_attempt_at = NULL
-      WHERE slot_name = $1 AND wal_position = $2 AND status IN ('failed', 'parked')`,
-    [slot, walPosition],
-  );
-}
-
-/** A retry refused again: due after `retryInMs`, or dead (retryInMs null). */
-export async function markSideFailed(
-  db: pg.Pool | pg.ClientBase,
-  table: string,
-  slot: string,
-  walPosition: string,
-  error: string,
-  retryInMs: number | null,
-): Promise<void> {
-  await db.query(
-    `UPDATE ${table}
-        SET attempts = attempts + 1, last_error = $3,
-            status = CASE WHEN $4::float8 IS NULL THEN 'dead' ELSE 'failed' END,
-            next_attempt_at = CASE WHEN $4::float8 IS NULL THEN NULL
-                                   ELSE clock_timestamp() + $4::float8 * interval '1 millisecond' END
-      WHERE slot_name = $1 AND wal_position = $2 AND status IN ('failed', 'parked')`,
-    [slot, walPosition, error, retryInMs],
-  );
 }
 
 /** `events resend` (or the console) in the preset: failed and dead rows due now; the number changed. */

@@ -27,6 +27,11 @@ export interface RelayView {
   readonly confirmedLsn: string | null;
   readonly lastProgressAt: number | null;
   readonly metrics: RelayMetrics;
+  /**
+   * Hears the relay's state changes at once, with a promise that settles once the relay-state row
+   * says the new state (the health verdict is read again then). Returns the unsubscribe function.
+   */
+  onStateChange?(listener: (state: RelayState, recorded: Promise<void>) => void): () => void;
 }
 
 /** One reading of the relay at time `at` (ms since the epoch). */

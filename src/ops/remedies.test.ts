@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
+import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
 import { REMEDIED_KAFKA_TYPES, reasonOf, remedyFor } from './remedies.ts';
 
 describe('remedies', () => {

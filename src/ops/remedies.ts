@@ -1,10 +1,10 @@
-import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka-errors.ts';
+import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
 
 /**
  * What to do about an event the broker (or the router) refused, by the reason recorded in its
  * last_error (`permanent/UNKNOWN_TOPIC_OR_PARTITION: …`, written by lifecycle/failure-policy.ts).
  * Pure. The cause of each Kafka type is the classification table's own words
- * (sinks/kafka-errors.ts); this table adds only the fix, so the two are written once each. A test
+ * (sinks/kafka/kafka-errors.ts); this table adds only the fix, so the two are written once each. A test
  * checks that every permanent Kafka type has a fix here.
  */
 export interface Remedy {

@@ -371,4 +371,6 @@ export interface HealthReading extends Verdict {
 /** Where the console reads the verdict (the relay's HealthWatch). */
 export interface HealthSource {
   readonly current: HealthReading;
+  /** The reading once the relay's state changes so far are in it (http/health-watch.ts). */
+  settled(): Promise<HealthReading>;
 }

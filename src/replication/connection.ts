@@ -32,6 +32,11 @@ export interface StreamHandlers {
    * timeline key from IDENTIFY_SYSTEM (store/timeline.ts): every event of this stream belongs to it.
    */
   onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean; timeline: string }): void;
+  /**
+   * The server answered START_REPLICATION (CopyBothResponse): the slot is this connection's now
+   * (PostgreSQL acquires it, active_pid set, before it answers).
+   */
+  onStreaming?(): void;
   /** A primary keepalive: everything before walEnd that we are to receive has been sent. */
   onKeepalive(walEnd: Lsn, replyRequested: boolean): void;
 }
@@ -211,6 +216,8 @@ export class ReplicationConnection {
       stableBuffers = reader.stable;
     } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
     handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted, timeline });
+    // pg's Connection names the CopyBothResponse 'replicationStart'.
+    if (handlers.onStreaming) connection.once('replicationStart', () => handlers.onStreaming?.());
     const options = pgoutputOptions({ ...opts, binary: this.#binary })
       .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
       .join(', ');

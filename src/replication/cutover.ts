@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { type Logger, silentLogger } from '../observability/logger.ts';
-import type { KafkaClientSettings } from '../sinks/kafka.ts';
+import type { KafkaClientSettings } from '../sinks/kafka/kafka-sink.ts';
 import { readSlotRow } from '../store/slots.ts';
 import { qualified } from '../store/sql-ident.ts';
 import {

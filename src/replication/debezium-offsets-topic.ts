@@ -1,8 +1,8 @@
 import { Kafka } from 'kafkajs';
 import type { Logger } from '../observability/logger.ts';
-import { type KafkaClientSettings, kafkaClientConfig } from '../sinks/kafka.ts';
-import { TopicLog } from '../sinks/kafka-log-reader.ts';
-import { oauthTokens } from '../sinks/oauth-token.ts';
+import { TopicLog } from '../sinks/kafka/kafka-log-reader.ts';
+import { type KafkaClientSettings, kafkaClientConfig } from '../sinks/kafka/kafka-sink.ts';
+import { oauthTokens } from '../sinks/kafka/oauth-token.ts';
 import { type OffsetsEntry, parseOffsetsKey } from './debezium-offsets.ts';
 
 /**

@@ -5,7 +5,7 @@ import { type RouteConfig, topicFor } from './router.ts';
  * replication factor and topic configs, the same for every topic unless an aggregate type
  * overrides some of them (--kafka-topic-override AGGREGATE_TYPE=SETTINGS). Pure: parsing,
  * merging, and which topics are known before any event arrives; the I/O is
- * src/sinks/kafka-topics.ts.
+ * src/sinks/kafka/kafka-topics.ts.
  */
 export interface TopicSettings {
   /** 0: the broker's num.partitions. */
@@ -78,7 +78,7 @@ export interface KnownTopic {
  * The topics known from the configuration alone, with the aggregate type whose settings they
  * get: those of every aggregate type named by --topic-override or --kafka-topic-override
  * (when its template does not name {event_type}, which only an event can fill in). Others are
- * met as events arrive (src/sinks/kafka-topics.ts provisions them then, with --kafka-topics create).
+ * met as events arrive (src/sinks/kafka/kafka-topics.ts provisions them then, with --kafka-topics create).
  */
 export function knownTopics(route: RouteConfig, c: TopicSettingsConfig): KnownTopic[] {
   const types = new Set([...Object.keys(route.topicOverrides), ...Object.keys(c.kafkaTopicOverrides)]);

@@ -1,6 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
-import { KafkaSink } from './kafka.ts';
+import { KafkaSink } from './kafka/kafka-sink.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';

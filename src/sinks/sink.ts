@@ -29,7 +29,7 @@ export interface PublishOptions {
   progress?: boolean;
   /**
    * The stream's first attempt of these events (not a sweeper's retry): a destination found
-   * missing less than a second ago may be refused without asking again (src/sinks/missing-topics.ts).
+   * missing less than a second ago may be refused without asking again (src/sinks/kafka/missing-topics.ts).
    */
   stream?: boolean;
 }

@@ -1,6 +1,6 @@
 /**
  * PostgreSQL's errors as the relay treats them: the SQLSTATEs it handles specially, by name, and
- * the class of each (the Kafka counterpart is sinks/kafka-errors.ts). Pure and table-driven;
+ * the class of each (the Kafka counterpart is sinks/kafka/kafka-errors.ts). Pure and table-driven;
  * pg-errors.test.ts checks every entry, and that no file outside this one spells a SQLSTATE.
  *
  *  - transient: waiting can cure it (connection lost, server shutting down, resources, lock or

@@ -26,6 +26,8 @@ class ScriptedConnection {
 
   stream(_opts: unknown, handlers: StreamHandlers): Promise<void> {
     this.handlers = handlers;
+    // The server's CopyBothResponse, once the session has set itself up (as a real one arrives).
+    setImmediate(() => handlers.onStreaming?.());
     return new Promise((resolve) => {
       this.#end = resolve;
     });

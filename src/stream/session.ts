@@ -166,7 +166,8 @@ export class ReplicationSession {
 
   /**
    * Runs until `stop` aborts (then drains for up to shutdownTimeoutMs and returns) or the
-   * stream fails (then throws a retriable DATABASE_UNAVAILABLE).
+   * stream fails (then throws a retriable DATABASE_UNAVAILABLE). `onStreaming` is called once the
+   * server has started the stream (the slot is active).
    */
   async run(
     stop: AbortSignal,
@@ -212,6 +213,12 @@ export class ReplicationSession {
           this.#timeline = timeline;
           onTimeline(timeline);
         },
+        // Streaming once the server answered: the slot is active then (before, the relay said
+        // 'streaming' — /readyz 200, the console's "active" — while the slot was not yet taken).
+        onStreaming: () => {
+          onStreaming();
+          log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'streaming from the slot');
+        },
       },
     );
     // Errors surface through the race below; this only marks the promise as handled.
@@ -229,8 +236,6 @@ export class ReplicationSession {
     this.#failed.catch(() => {});
     const heartbeat = new Heartbeat(this.#d.store.db, c.heartbeatIntervalMs, c.slot, log);
     heartbeat.start();
-    onStreaming();
-    log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'streaming from the slot');
 
     const stopped = new Promise<'stop'>((resolve) => {
       if (stop.aborted) resolve('stop');

@@ -24,6 +24,7 @@ import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
 import { debeziumRouting } from '../route/debezium/event-router-options.ts';
+import { routeConfigOf } from '../route/router.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -32,7 +33,8 @@ import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { currentTimeline, timelineChanged } from '../store/timeline.ts';
 import { ReplicationSession } from '../stream/session.ts';
-import { DebeziumSideSweeper } from '../sweeper/debezium-side-sweeper.ts';
+import { OutboxRows } from '../sweeper/outbox-rows.ts';
+import { SideTableRows } from '../sweeper/side-table-rows.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -121,6 +123,9 @@ const HEALTHY_SESSION_MS = 5000;
  *
  * The relay-state row (state-recorder.ts) is written by the lock holder only.
  */
+/** A listener of the relay's state changes: the new state, and when the relay-state row says it. */
+export type StateListener = (state: RelayState, recorded: Promise<void>) => void;
+
 export class Relay {
   readonly metrics: RelayMetrics;
   readonly #c: Config;
@@ -223,6 +228,20 @@ export class Relay {
     this.#waitingDependency = dependency;
     this.metrics.setState(s);
     this.#recorder?.tick();
+    const recorded = this.#recorder?.settled() ?? Promise.resolve();
+    for (const l of this.#stateListeners) l(s, recorded);
+  }
+
+  readonly #stateListeners = new Set<StateListener>();
+
+  /**
+   * Hears every state change of the relay (starting, streaming, waiting, standby, stopping,
+   * stopped), at once, with a promise that settles once the relay-state row says it (what
+   * `outbox-relay status` reads). Returns the unsubscribe function.
+   */
+  onStateChange(listener: StateListener): () => void {
+    this.#stateListeners.add(listener);
+    return () => this.#stateListeners.delete(listener);
   }
 
   /** The relay's state as `status` shows it. */
@@ -294,14 +313,15 @@ export class Relay {
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    // The preset's failures live in its side table, which has its own sweeper.
-    const sweeper =
-      store instanceof DebeziumSideStore
-        ? new DebeziumSideSweeper(
-            { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics },
-            routing!,
-          )
-        : new Sweeper({ ...shared, onFatal: (e) => this.#session?.fail(e) });
+    // The preset's failures live in its side table: the same sweeper works over it.
+    const sweeper = new Sweeper({
+      ...shared,
+      store:
+        store instanceof DebeziumSideStore
+          ? new SideTableRows(store, c.slot, routing!, c)
+          : new OutboxRows(store, routeConfigOf(c)),
+      onFatal: (e) => this.#session?.fail(e),
+    });
     const lock = new LeaderLock({
       databaseUrl: c.databaseUrl,
       slot: c.slot,

@@ -65,6 +65,15 @@ export class StateRecorder {
     });
   }
 
+  /**
+   * Settles once the writes under way (and the one a change during them asked for) are done: the
+   * row then says what the relay said before this call (unless the write failed or this relay
+   * may not write). Does not write.
+   */
+  async settled(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
   /** Writes the current view now and waits for it (the final `stopping`/`stopped`), at most timeoutMs. */
   async flush(timeoutMs = 2000): Promise<void> {
     const bounded = (p: Promise<void> | null) =>

@@ -3,7 +3,7 @@ import type { Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
 
 /**
- * The loop both sweepers run (sweeper.ts over the outbox table, debezium-side-sweeper.ts over the
+ * The sweeper's loop (sweeper.ts, over the outbox table or the
  * Debezium preset's side table): one round, then `intervalMs`, until stop(); one round at a time;
  * stop() aborts the wait (and the round, between its steps) and waits for the round in progress.
  * A round that fails is logged and the next one tried — except a RelayError that is not retriable

@@ -3,50 +3,30 @@ import type { Classified } from '../errors.ts';
 import { errorMessage, RelayError } from '../errors.ts';
 import type { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { failureBackoff, formatError, logOutcome } from '../lifecycle/failure-policy.ts';
-import type { StoredRow } from '../lifecycle/outbox-row.ts';
-import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { compactProgress } from '../lifecycle/progress.ts';
-import {
-  heldAggregates,
-  pendingCount,
-  storedSettledCounts,
-  tableBytes,
-  unhealthyCounts,
-} from '../lifecycle/queries.ts';
+import { pendingCount, storedSettledCounts, tableBytes } from '../lifecycle/queries.ts';
 import { Retention } from '../lifecycle/retention.ts';
 import { UNHEALTHY } from '../lifecycle/statuses.ts';
-import {
-  claimDueFailed,
-  claimParked,
-  hasUnresolvedHead,
-  releasableAggregates,
-  released,
-  releaseFailed,
-  retryDead,
-  retryLater,
-  retryPublished,
-} from '../lifecycle/transitions.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import { countSweep } from '../outcome/count.ts';
 import { publishOnce } from '../outcome/publish.ts';
 import { sleep } from '../retry/backoff.ts';
-import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
-import { rowToEvent } from '../route/outbox-row.ts';
-import { type RouteConfig, routeConfigOf, tryRoute } from '../route/router.ts';
+import type { OutboundMessage } from '../route/event.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { ensurePartitions } from '../store/partitions.ts';
 import { codeOf, SqlState } from '../store/pg-errors.ts';
 import { withTransaction } from '../store/transaction.ts';
-import { dlqMessage } from './dead-letter.ts';
 import { FailoverWatch } from './failover-watch.ts';
 import { SlotWatch } from './slot-watch.ts';
 import { SweepLoop } from './sweep-loop.ts';
+import type { Rerouted, SweepRow, SweepStore } from './sweep-store.ts';
 
 export interface SweeperDeps {
   config: Config;
   sink: Sink;
-  store: OutboxStore;
+  /** Where the failed and parked rows live: the outbox table, or the Debezium preset's side table. */
+  store: SweepStore;
   blocked: BlockedAggregates;
   log: Logger;
   metrics: RelayMetrics;
@@ -83,14 +63,15 @@ const FIRST_COUNT_MAX_DELAY_MS = 60_000;
 /**
  * What the stream cannot do: retry failed events with back-off, mark hopeless ones dead
  * (and copy them to the dead-letter topic), release parked events in order once their
- * aggregate's head is resolved, and keep the status gauges current.
+ * aggregate's head is resolved, and keep the status gauges current. One sweeper for every table
+ * that holds failures (sweep-store.ts): the outbox table, or the Debezium preset's side table;
+ * the outbox table's own upkeep (progress record, retention, pending counts) only where there is one.
  *
  * Runs in the relay process while it holds the slot; one round at a time (re-entry guard);
  * stop() aborts between steps and waits for the round in progress.
  */
 export class Sweeper {
   readonly #d: SweeperDeps;
-  readonly #route: RouteConfig;
   readonly #loop: SweepLoop;
   #lastStatusRefresh = 0;
   /** Not before: the next settled-status scan (cost-bounded, COUNT_COST_FACTOR). */
@@ -102,7 +83,8 @@ export class Sweeper {
   #countsScheduled = false;
   readonly #slotWatch: SlotWatch;
   readonly #failoverWatch: FailoverWatch;
-  readonly #retention: Retention;
+  /** The outbox table's retention; none for a side table. */
+  readonly #retention: Retention | null;
   #lastSlotCheck = 0;
   #lastPrune = 0;
   #lastPartitions = 0;
@@ -110,7 +92,6 @@ export class Sweeper {
 
   constructor(deps: SweeperDeps) {
     this.#d = deps;
-    this.#route = routeConfigOf(deps.config);
     const c = deps.config;
     this.#loop = new SweepLoop((signal) => this.sweepOnce(signal), {
       intervalMs: c.sweepIntervalMs,
@@ -133,17 +114,20 @@ export class Sweeper {
       metrics: deps.metrics.slot,
       log: deps.log,
     });
-    this.#retention = new Retention({
-      db: deps.store.db,
-      table: deps.store.table,
-      tableName: `${c.schema}.${c.table}`,
-      progress: deps.store.progress,
-      publishedRetentionMs: c.retentionPublishedMs,
-      ...(c.retentionDeadMs === undefined ? {} : { deadRetentionMs: c.retentionDeadMs }),
-      batchSize: c.pruneBatchSize,
-      metrics: deps.metrics,
-      log: deps.log,
-    });
+    const outbox = deps.store.outboxTable;
+    this.#retention = outbox
+      ? new Retention({
+          db: deps.store.db,
+          table: outbox.table,
+          tableName: `${c.schema}.${c.table}`,
+          progress: outbox.progress,
+          publishedRetentionMs: c.retentionPublishedMs,
+          ...(c.retentionDeadMs === undefined ? {} : { deadRetentionMs: c.retentionDeadMs }),
+          batchSize: c.pruneBatchSize,
+          metrics: deps.metrics,
+          log: deps.log,
+        })
+      : null;
   }
 
   start(): void {
@@ -179,34 +163,27 @@ export class Sweeper {
       await this.#step('slot check', () => this.#slotWatch.check());
       await this.#step('failover check', () => this.#failoverWatch.check());
     }
-    if (!signal.aborted) {
+    const outbox = this.#d.store.outboxTable;
+    if (outbox && !signal.aborted) {
       // Cheap (one or two short statements a round): keeps the progress record a few ranges.
       await this.#step('progress compaction', async () => {
-        const r = await compactProgress(
-          this.#d.store.db,
-          this.#d.store.table,
-          this.#d.store.progress,
-          c.slot,
-        );
+        const r = await compactProgress(this.#d.store.db, outbox.table, outbox.progress, c.slot);
         if (r.filled > 0)
           this.#d.log.debug({ filled: r.filled, ranges: r.ranges }, 'progress record compacted');
       });
     }
     // A partitioned outbox: its partitions ahead of now, with or without --prune (an insert whose
     // created_at has no partition fails in the application).
-    if (
-      c.compat !== 'debezium' &&
-      !signal.aborted &&
-      Date.now() - this.#lastPartitions >= c.pruneIntervalMs
-    ) {
+    if (outbox && !signal.aborted && Date.now() - this.#lastPartitions >= c.pruneIntervalMs) {
       this.#lastPartitions = Date.now();
       await this.#step('partitions', () => this.#premakePartitions());
     }
-    if (c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
+    const retention = this.#retention;
+    if (retention && c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
       this.#lastPrune = Date.now();
       await this.#step('retention', async () => {
         // A round cut short (a large backlog) continues at the next sweep, between retries.
-        if ((await this.#retention.pruneOnce(signal))?.more) this.#lastPrune = 0;
+        if ((await retention.pruneOnce(signal))?.more) this.#lastPrune = 0;
       });
     }
   }
@@ -257,22 +234,13 @@ export class Sweeper {
     }
   }
 
-  /** Routes and publishes one stored event: null = acknowledged, else why it was refused for good. */
-  async #publishRow(
-    row: StoredRow,
-  ): Promise<{ event: OutboxEvent; topic: string; error: Classified | null }> {
-    const event = rowToEvent(row);
-    const routed = tryRoute(event, this.#route);
-    if ('error' in routed) {
-      return {
-        event,
-        topic: '',
-        error: { class: 'permanent', reason: routed.reason, message: routed.error },
-      };
-    }
+  /** Routes and publishes one stored event: error null = acknowledged, else why it was refused for good. */
+  async #publishRow(row: SweepRow): Promise<{ routed: Rerouted; topic: string; error: Classified | null }> {
+    const routed = await this.#d.store.reroute(row);
+    if ('error' in routed) return { routed, topic: '', error: routed.error };
     // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/delivery.md).
     if (this.#d.sink.exactlyOnce) routed.message.headers[DELIVERY_HEADER] = 'at-least-once';
-    return { event, topic: routed.message.topic, error: await this.#send([routed.message]) };
+    return { routed, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }
 
   /** Publishes one message; transient failures abort the round (no attempt is burned). */
@@ -294,28 +262,23 @@ export class Sweeper {
     const { config: c, store } = this.#d;
     const headsPublished = new Set<string>();
     await withTransaction(store.db, async (client) => {
-      const due = await claimDueFailed(client, store.table, c.sweepBatchSize);
+      const due = await store.claimDue(client, c.sweepBatchSize);
       for (const row of due) {
         if (signal.aborted) break;
-        const { event, topic, error } = await this.#publishRow(row);
+        const { routed, topic, error } = await this.#publishRow(row);
+        const { event } = routed;
         const attempts = row.attempts + 1;
         if (!error) {
-          await retryPublished(client, store.table, row.id, attempts);
+          await store.retryPublished(client, row, attempts);
           countSweep(this.#d, event, topic, attempts, 'published');
-          headsPublished.add(JSON.stringify([row.aggregate_type, row.aggregate_id]));
+          headsPublished.add(JSON.stringify([event.aggregateType, event.aggregateId]));
         } else if (c.maxAttempts > 0 && attempts >= c.maxAttempts) {
-          await retryDead(client, store.table, row.id, attempts, formatError(error));
+          // --max-attempts 0: retried forever.
+          await store.retryDead(client, row, attempts, formatError(error));
           countSweep(this.#d, event, topic, attempts, 'dead', error);
-          await this.#deadLetter(event, topic, attempts, error);
+          await this.#deadLetter(routed, attempts, error);
         } else {
-          await retryLater(
-            client,
-            store.table,
-            row.id,
-            attempts,
-            formatError(error),
-            failureBackoff(c, attempts),
-          );
+          await store.retryLater(client, row, attempts, formatError(error), failureBackoff(c, attempts));
           countSweep(this.#d, event, topic, attempts, 'retry', error);
         }
       }
@@ -323,11 +286,19 @@ export class Sweeper {
     return headsPublished;
   }
 
-  async #deadLetter(event: OutboxEvent, topic: string, attempts: number, error: Classified): Promise<void> {
-    const { config: c, sink, metrics, log } = this.#d;
+  async #deadLetter(routed: Rerouted, attempts: number, error: Classified): Promise<void> {
+    const { config: c, sink, store, metrics, log } = this.#d;
+    const { event } = routed;
     if (!c.deadLetterTopic) return;
     try {
-      const m = dlqMessage(event, c.deadLetterTopic, topic, attempts, error, this.#route);
+      const m = store.deadLetter(routed, c.deadLetterTopic, attempts, error);
+      if (!m) {
+        log.warn(
+          { event_id: event.eventId, id: event.id, err: error.message },
+          'a dead event that cannot be routed has no dead-letter copy (it stays dead in the table)',
+        );
+        return;
+      }
       if (sink.exactlyOnce) m.headers[DELIVERY_HEADER] = 'at-least-once';
       await sink.publish([m]);
       metrics.failures.dlqPublished.inc();
@@ -348,9 +319,8 @@ export class Sweeper {
    */
   async #releaseParked(headsPublished: Set<string>, signal: AbortSignal): Promise<void> {
     const { store } = this.#d;
-    const releasable = await releasableAggregates(store.db, store.table);
     const aggregates = new Set(headsPublished);
-    for (const a of releasable) aggregates.add(JSON.stringify([a.aggregate_type, a.aggregate_id]));
+    for (const a of await store.releasable()) aggregates.add(JSON.stringify(a));
     for (const key of aggregates) {
       if (signal.aborted) return;
       const [type, id] = JSON.parse(key) as [string, string];
@@ -364,19 +334,19 @@ export class Sweeper {
     for (let round = 0; round < 1000 && !signal.aborted; round++) {
       const mark = blocked.mark(type, id); // before the read: see BlockedAggregates
       const next = await withTransaction(store.db, async (client): Promise<'stop' | 'empty' | 'more'> => {
-        if (await hasUnresolvedHead(client, store.table, type, id)) return 'stop';
-        const rows = await claimParked(client, store.table, type, id, c.sweepBatchSize);
+        if (await store.hasUnresolvedHead(client, [type, id])) return 'stop';
+        const rows = await store.claimParked(client, [type, id], c.sweepBatchSize);
         if (rows.length === 0) return 'empty';
         for (const row of rows) {
-          const { event, topic, error } = await this.#publishRow(row);
+          const { routed, topic, error } = await this.#publishRow(row);
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
-            await releaseFailed(client, store.table, row.id, formatError(error), failureBackoff(c, 1));
-            countSweep(this.#d, event, topic, 1, 'release-refused', error);
+            await store.releaseFailed(client, row, formatError(error), failureBackoff(c, 1));
+            countSweep(this.#d, routed.event, topic, 1, 'release-refused', error);
             return 'stop';
           }
-          await released(client, store.table, row.id);
-          countSweep(this.#d, event, topic, row.attempts, 'released');
+          await store.released(client, row);
+          countSweep(this.#d, routed.event, topic, row.attempts, 'released');
         }
         return 'more';
       });
@@ -399,8 +369,7 @@ export class Sweeper {
     const keys = blocked.keys();
     if (keys.length === 0) return;
     const marks = keys.map(([type, id]) => blocked.mark(type, id));
-    const held = await heldAggregates(store.db, store.table, keys);
-    const still = new Set(held.map((r) => JSON.stringify([r.aggregate_type, r.aggregate_id])));
+    const still = new Set((await store.held(keys)).map((k) => JSON.stringify(k)));
     keys.forEach(([type, id], i) => {
       if (!still.has(JSON.stringify([type, id]))) blocked.unblockSince(type, id, marks[i]!);
     });
@@ -409,14 +378,17 @@ export class Sweeper {
   async #refreshGauges(): Promise<void> {
     const { store, metrics } = this.#d;
     const f = metrics.failures;
-    const by = await unhealthyCounts(store.db, store.table);
+    const by = await store.unhealthyCounts();
     for (const s of UNHEALTHY) f.events.set({ status: s }, Number(by.get(s)?.n ?? 0));
     f.eventsParked.set(Number(by.get('parked')?.n ?? 0));
     const oldest = Math.max(Number(by.get('failed')?.oldest ?? 0), Number(by.get('dead')?.oldest ?? 0));
     f.oldestFailedAgeSeconds.set(oldest);
+    // A side table has no pending or settled rows to count: its events are in the WAL alone.
+    const outbox = store.outboxTable;
+    if (!outbox) return;
     if (!this.#countsScheduled) {
       this.#countsScheduled = true;
-      const estimateMs = ((await tableBytes(store.db, store.table)) / 1e6) * COUNT_MS_PER_MB;
+      const estimateMs = ((await tableBytes(store.db, outbox.table)) / 1e6) * COUNT_MS_PER_MB;
       const after = Date.now() + Math.min(FIRST_COUNT_MAX_DELAY_MS, COUNT_COST_FACTOR * estimateMs);
       this.#pendingAfter = after;
       this.#statusScanAfter = after;
@@ -425,7 +397,7 @@ export class Sweeper {
     // the relay keeps up, the whole backlog while it catches up (then counted less often).
     if (Date.now() >= this.#pendingAfter) {
       const t0 = performance.now();
-      this.#pending = await pendingCount(store.db, store.table, store.progress);
+      this.#pending = await pendingCount(store.db, outbox.table, outbox.progress);
       this.#pendingAfter = Date.now() + COUNT_COST_FACTOR * (performance.now() - t0);
       f.events.set({ status: 'pending' }, this.#pending);
     }
@@ -434,7 +406,7 @@ export class Sweeper {
     if (Date.now() - this.#lastStatusRefresh > STATUS_REFRESH_MS && Date.now() >= this.#statusScanAfter) {
       this.#lastStatusRefresh = Date.now();
       const t0 = performance.now();
-      const m = await storedSettledCounts(store.db, store.table);
+      const m = await storedSettledCounts(store.db, outbox.table);
       this.#statusScanAfter = Date.now() + COUNT_COST_FACTOR * (performance.now() - t0);
       // Rows still saying 'pending' are published unless truly pending (the progress record covers them).
       const published = (m.get('published') ?? 0) + Math.max(0, (m.get('pending') ?? 0) - pending);

@@ -120,7 +120,7 @@ describe('--compat debezium: the side table for operators', () => {
       pos[r.t] = r.p;
     expect(await kafka.readAll('outbox.event.Order')).toHaveLength(1);
     // The operator fixes two of the causes now. The sink found those topics missing and looks for
-    // them again every 5 s (sinks/missing-topics.ts): created here, they are known long before the
+    // them again every 5 s (sinks/kafka/missing-topics.ts): created here, they are known long before the
     // resends below (the checks in between wait for a health reading, 15 s). Dead events are not
     // retried by themselves.
     await kafka.createTopic('outbox.event.Missing', 1);

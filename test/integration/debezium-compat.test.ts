@@ -6,7 +6,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDebezium } from '../../bench/debezium.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { debeziumStringArgs } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';

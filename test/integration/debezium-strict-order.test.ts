@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
-import { createDebeziumOutbox, debeziumStringArgs } from '../support/debezium-table.ts';
+import { createDebeziumOutbox, debeziumStringArgs, insertThenDelete } from '../support/debezium-table.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
 import { slotOf, spawnCli, startRelayInProcess, testConfig } from '../support/relay.ts';
@@ -29,22 +29,6 @@ afterAll(async () => {
   await db?.close();
   await kafka?.stop();
 });
-
-async function insert(rows: [id: string, type: string, key: string][]): Promise<void> {
-  const tx = await db.pool.connect();
-  try {
-    await tx.query('BEGIN');
-    for (const [id, type, key] of rows)
-      await tx.query(
-        `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'Created', $4)`,
-        [id, type, key, JSON.stringify({ id })],
-      );
-    await tx.query('DELETE FROM outbox');
-    await tx.query('COMMIT');
-  } finally {
-    tx.release();
-  }
-}
 
 const sideRows = () =>
   db.query<{ wal_position: string; id: string; status: string }>(
@@ -78,9 +62,9 @@ it('a key blocked by a failed event stays blocked across a restart; the head res
   // A of key x-1 is refused (its topic does not exist); A2 of the same key, streamed in the same
   // session, is parked behind it; o-1 of another topic goes out.
   await start();
-  await insert([[ids.a, 'Missing', 'x-1']]);
+  await insertThenDelete(db, [[ids.a, 'Missing', 'x-1']]);
   await waitFor(async () => (await sideRows()).length === 1, { timeoutMs: 30_000, message: 'A failed' });
-  await insert([
+  await insertThenDelete(db, [
     [ids.a2, 'Missing', 'x-1'],
     [ids.o1, 'Order', 'o-1'],
   ]);
@@ -100,7 +84,7 @@ it('a key blocked by a failed event stays blocked across a restart; the head res
   relay = null;
   await kafka.createTopic('outbox.event.Missing', 1);
   await start();
-  await insert([
+  await insertThenDelete(db, [
     [ids.b, 'Missing', 'x-1'],
     [ids.o2, 'Order', 'o-2'],
   ]);
@@ -152,7 +136,7 @@ it('a key blocked by a failed event stays blocked across a restart; the head res
     message: 'x-1 unblocked by the side sweeper',
   });
   const d = randomUUID();
-  await insert([[d, 'Missing', 'x-1']]);
+  await insertThenDelete(db, [[d, 'Missing', 'x-1']]);
   await waitFor(async () => (await kafka.readAll('outbox.event.Missing')).length === 4, {
     timeoutMs: 30_000,
     message: 'D published',

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
+import { decodeProgress } from '../../src/sinks/kafka/kafka-progress.ts';
 import {
   dropRelaySessions,
   EosRelays,

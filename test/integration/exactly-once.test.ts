@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeProgress } from '../../src/sinks/kafka-progress.ts';
+import { decodeProgress } from '../../src/sinks/kafka/kafka-progress.ts';
 import {
   dropRelaySessions,
   EosRelays,

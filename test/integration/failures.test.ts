@@ -3,9 +3,11 @@ import { BlockedAggregates } from '../../src/lifecycle/blocked-aggregates.ts';
 import { OutboxStore } from '../../src/lifecycle/outbox-store.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { RelayMetrics } from '../../src/observability/metrics.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { routeConfigOf } from '../../src/route/router.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Sink } from '../../src/sinks/sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
+import { OutboxRows } from '../../src/sweeper/outbox-rows.ts';
 import { Sweeper } from '../../src/sweeper/sweeper.ts';
 import { type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
 import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
@@ -394,7 +396,7 @@ describe('strict ordering after an operator resolved the head', () => {
       const sweeper = new Sweeper({
         config,
         sink,
-        store: new OutboxStore(h.pool, 'public', 'outbox'),
+        store: new OutboxRows(new OutboxStore(h.pool, 'public', 'outbox'), routeConfigOf(config)),
         blocked,
         log: silentLogger(),
         metrics: new RelayMetrics(),

@@ -3,7 +3,7 @@ import type { Config } from '../../src/config/load.ts';
 import { type HttpServer, startHttpServer } from '../../src/http/server.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { Finding, HealthVerdict } from '../../src/ops/status-report.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';

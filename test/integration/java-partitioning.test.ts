@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { OutboundMessage, OutboxEvent } from '../../src/route/event.ts';
-import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka.ts';
+import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka/kafka-sink.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { ROOT } from '../support/relay.ts';
 

@@ -7,7 +7,7 @@ import {
 } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';

@@ -5,13 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import type { OutboundMessage, OutboxEvent } from '../../src/route/event.ts';
-import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka.ts';
+import { KafkaSink, type KafkaSinkConfig } from '../../src/sinks/kafka/kafka-sink.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { ROOT } from '../support/relay.ts';
 
 /**
- * Compressed record batches written by the relay's encoder (src/sinks/produce-encoder.ts with
- * src/sinks/kafka-codecs.ts), read back by three independent readers: Kafka's own Java
+ * Compressed record batches written by the relay's encoder (src/sinks/kafka/produce-encoder.ts with
+ * src/sinks/kafka/kafka-codecs.ts), read back by three independent readers: Kafka's own Java
  * consumer (kafka-clients from the broker's jars, CRCs checked), kcat (librdkafka 2.0.2) and
  * kafkajs. The broker itself decompresses every batch to validate it (and recompresses one
  * whose codec differs from the topic's compression.type). Each reader must see the sent keys,

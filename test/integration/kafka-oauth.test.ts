@@ -6,7 +6,7 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/load.ts';
 import { EXIT } from '../../src/exit-codes.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
 import { OidcProvider } from '../support/oidc-provider.ts';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/exit-codes.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';

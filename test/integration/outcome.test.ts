@@ -8,7 +8,7 @@ import { OutboxStore } from '../../src/lifecycle/outbox-store.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { RelayMetrics } from '../../src/observability/metrics.ts';
 import { OutageLog } from '../../src/retry/outage-log.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { publishUnrecorded } from '../../src/supervisor/slot-recovery.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { useTestDatabase } from '../support/postgres.ts';

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import type { Config } from '../../src/config/load.ts';
 import { ensureApicurioApp, java21, LocalRegistry } from '../../src/dev/local-registry.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { SchemaRegistrySink } from '../../src/sinks/registry-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, type ReadRecord, startKafka } from '../support/kafka.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { HOLDER_SQL, lockKeyText } from '../../src/supervisor/leader-lock.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
-import { KafkaSink } from '../../src/sinks/kafka.ts';
+import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { waitFor } from '../support/postgres.ts';

@@ -37,3 +37,26 @@ export function debeziumStringArgs(kafka: KafkaHarness): string[] {
   ];
   return ['--compat', 'debezium', ...props.flatMap((p) => ['--debezium', p])];
 }
+
+/**
+ * Debezium's documented usage: one transaction inserts the events and deletes them again (the
+ * table stays empty; the events exist only in the WAL). Payload: {"id": <id>}.
+ */
+export async function insertThenDelete(
+  db: TestDatabase,
+  rows: [id: string, type: string, key: string][],
+): Promise<void> {
+  const tx = await db.pool.connect();
+  try {
+    await tx.query('BEGIN');
+    for (const [id, type, key] of rows)
+      await tx.query(
+        `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, 'Created', $4)`,
+        [id, type, key, JSON.stringify({ id })],
+      );
+    await tx.query('DELETE FROM outbox');
+    await tx.query('COMMIT');
+  } finally {
+    tx.release();
+  }
+}

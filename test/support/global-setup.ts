@@ -22,7 +22,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { kafkaVersionFromEnv, LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
-import { hideKafkajsTimeoutWarnings } from '../../src/sinks/kafkajs-warnings.ts';
+import { hideKafkajsTimeoutWarnings } from '../../src/sinks/kafka/kafkajs/warnings.ts';
 import { ROOT } from './relay.ts';
 
 declare module 'vitest' {

@@ -142,10 +142,14 @@ export function spawnRelay(
 /** spawnRelay with its HTTP server on an ephemeral loopback port; `get(path)` reads an endpoint. */
 export async function spawnRelayWithHttp(
   db: { url: string; name: string },
-  kafka: KafkaTarget,
+  kafka: KafkaTarget | 'stdout',
   extra: string[] = [],
 ) {
-  const relay = spawnRelay(db, kafka, ['--http-port', '0', '--http-host', '127.0.0.1', ...extra]);
+  const http = ['--http-port', '0', '--http-host', '127.0.0.1', ...extra];
+  const relay =
+    kafka === 'stdout'
+      ? spawnCli(['run', ...baseArgs(db), '--sink', 'stdout', ...http])
+      : spawnRelay(db, kafka, http);
   await relay.waitForLog(/"msg":"http server listening/);
   const line = relay
     .logs()

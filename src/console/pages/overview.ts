@@ -16,7 +16,14 @@ export interface OverviewData {
   state: StateView;
   confirmedLsn: string | null;
   secondsSinceProgress: number | null;
-  slot: { reading: SlotReading | null; error: string | null };
+  /** The slot as the verdict's reading saw it (the relay's own reading when the status could not be read). */
+  slot: {
+    reading: Pick<
+      SlotReading,
+      'active' | 'activePid' | 'walStatus' | 'safeWalSizeBytes' | 'retainedBytes' | 'confirmedLagBytes'
+    > | null;
+    error: string | null;
+  };
   secondsToExhaustion: number | null;
   points: readonly Point[];
   spanMs: number;
@@ -71,7 +78,7 @@ ${
     : !s
       ? html`<p class="bad">The slot does not exist: events committed now are not captured.</p>`
       : html`<dl>
-<dt>active</dt><dd>${s.active ? `yes (pid ${s.activePid})` : html`<span class="bad">no: nobody streams from it, WAL accumulates</span>`}</dd>
+<dt>active</dt><dd data-testid="slot-active">${s.active ? `yes (pid ${s.activePid})` : html`<span class="bad">no: nobody streams from it, WAL accumulates</span>`}</dd>
 <dt>retained WAL</dt><dd data-testid="retained-wal">${formatBytes(s.retainedBytes)}</dd>
 <dt>wal_status</dt><dd><span class="walstatus walstatus-${s.walStatus ?? 'none'}">${s.walStatus ?? '–'}</span></dd>
 <dt>safe WAL size</dt><dd>${s.safeWalSizeBytes === null ? 'unlimited (max_slot_wal_keep_size = -1)' : formatBytes(s.safeWalSizeBytes)}</dd>

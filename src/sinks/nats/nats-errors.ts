@@ -1,6 +1,6 @@
 /**
  * Classifies what publishing to NATS JetStream raised (design.md §4). Pure and table-driven, as
- * src/sinks/kafka-errors.ts. Permanent: this message cannot be stored as it is until someone
+ * src/sinks/kafka/kafka-errors.ts. Permanent: this message cannot be stored as it is until someone
  * changes the stream, the permissions or the message — the event is recorded failed and the
  * sweeper retries it later. Everything else, unknown included, is transient: back off, resend the
  * same batch (the duplicate window drops what was stored already), never confirm past it.

@@ -7,6 +7,7 @@ import type { OutboundMessage } from '../../route/event.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
 import { HeaderError, headerBlock } from './header-block.ts';
+import { missingNatsInternals, NATS_INTERNALS, type NatsFastPath, natsVersion } from './internals.ts';
 import { classifyNatsError, NatsSinkError } from './nats-errors.ts';
 import { PubAcks } from './pub-acks.ts';
 import {
@@ -96,6 +97,7 @@ export class NatsSink implements Sink {
         });
         this.#nc = nc;
         this.#acks = new PubAcks(nc, c.natsTimeoutMs);
+        this.#reportFastPaths();
         this.#jsm = await jetstreamManager(nc, { timeout: c.natsTimeoutMs, checkAPI: false });
         void (async () => {
           for await (const s of nc.status()) {
@@ -229,6 +231,29 @@ export class NatsSink implements Sink {
     this.#acks = null;
     if (nc && !nc.isClosed()) await nc.drain().catch(() => nc.close());
   }
+
+  /**
+   * Says once which of the sink's fast paths find nats.js' internals as they expect
+   * (internals.ts; src/sinks/nats/README.md). One that does not leaves the work to the library.
+   */
+  #reportFastPaths(): void {
+    if (NatsSink.#reported) return;
+    NatsSink.#reported = true;
+    const paths = Object.keys(NATS_INTERNALS) as NatsFastPath[];
+    const inactive = paths.filter((p) => missingNatsInternals(p).length > 0);
+    const active = paths.filter((p) => !inactive.includes(p));
+    const version = natsVersion('@nats-io/transport-node');
+    this.#log.info(
+      { nats: version, active, inactive },
+      `nats.js ${version}: fast paths active: ${active.join(', ') || 'none'}`,
+    );
+    for (const p of inactive)
+      this.#log.warn(
+        { path: p, missing: missingNatsInternals(p) },
+        `NATS fast path ${p}: nats.js does not look as expected; the library does that work (more CPU per event)`,
+      );
+  }
+  static #reported = false;
 }
 
 function noStream(subject: string, cause?: unknown): NatsSinkError {

@@ -43,6 +43,7 @@ import {
 } from '@nats-io/transport-node';
 import { HeaderBlock } from './header-block.ts';
 import { decimal, type FrameSplitter, type FrameTaker, inboundFrames } from './inbound-frames.ts';
+import { missingNatsInternals } from './internals.ts';
 import { OutboundFrames } from './outbound-frames.ts';
 import { parsePubAck } from './puback-json.ts';
 
@@ -58,6 +59,17 @@ const encoded = (h: MsgHdrs): Uint8Array => (h as unknown as { encode(): Uint8Ar
 /** What nc.publish() refuses in a subject (NatsConnectionImpl._check). */
 const WHITESPACE = /[ \n\r\t]/;
 const MAX_SUBJECTS = 1024;
+
+let fast: { inbound: boolean; outbound: boolean } | null = null;
+
+/** Which fast paths find nats.js' internals as they expect (internals.ts), checked once per process. */
+function fastPaths(): { inbound: boolean; outbound: boolean } {
+  fast ??= {
+    inbound: missingNatsInternals('inbound-frames').length === 0,
+    outbound: missingNatsInternals('outbound-frames').length === 0,
+  };
+  return fast;
+}
 
 export class PubAcks implements FrameTaker {
   readonly #nc: NatsConnection;
@@ -89,7 +101,7 @@ export class PubAcks implements FrameTaker {
     this.#parser = new BaseApiClientImpl(nc);
     this.#sub = nc.subscribe(`${this.#prefix}*`, { callback: (err, m) => this.#reply(err, m) });
     void this.#sub.closed.then(() => this.#failAll(new errors.ClosedConnectionError()));
-    this.#frames = inboundFrames(nc);
+    this.#frames = fastPaths().inbound ? inboundFrames(nc) : null;
     this.#frames?.setTaker(this.#sub.getID(), this);
   }
 
@@ -121,6 +133,7 @@ export class PubAcks implements FrameTaker {
    * size, which OutboundFrames.hpub() checks. Otherwise null, and nc.publish() raises its own error.
    */
   #fastPath(subject: string): OutboundFrames | null {
+    if (!fastPaths().outbound) return null;
     const p = (this.#nc as NatsConnectionImpl).protocol;
     if (!p?.info?.headers || p.noMorePublishing || this.#nc.isClosed()) return null;
     if (!this.#subjects.has(subject)) {

@@ -1,6 +1,6 @@
 /**
  * Classifies what publishing to RabbitMQ raised (design.md §4). Pure and table-driven, as
- * src/sinks/kafka-errors.ts. Permanent: this message cannot be routed or taken as it is until
+ * src/sinks/kafka/kafka-errors.ts. Permanent: this message cannot be routed or taken as it is until
  * someone changes the exchange, its bindings, the permissions or the message — the event is
  * recorded failed, the others flow, the sweeper retries it later. Everything else — a nack, a
  * lost channel or connection, a confirm that does not come, anything unknown — is transient:

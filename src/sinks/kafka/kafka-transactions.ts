@@ -1,0 +1,438 @@
+import { randomBytes } from 'node:crypto';
+import type { CompressionTypes, Kafka, Message, Producer, ProducerConfig, Transaction } from 'kafkajs';
+import { ErrorCode, errorMessage, RelayError } from '../../errors.ts';
+import { idRanges } from '../../lifecycle/id-ranges.ts';
+import type { Logger } from '../../observability/logger.ts';
+import { classifyKafkaError, isFenced } from './kafka-errors.ts';
+import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-progress.ts';
+import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
+
+/**
+ * Exactly-once delivery (docs/delivery.md): every publish is one Kafka transaction holding
+ * the batch AND the slot's progress record (kafka-progress.ts), so a read_committed consumer sees
+ * a batch exactly when Kafka's record of it is committed too.
+ *
+ * What the relay takes from kafkajs and what it does not trust:
+ *  - kafkajs' transaction manager (InitProducerId, AddPartitionsToTxn, EndTxn) and the relay's
+ *    own sendMessages (kafkajs/send-messages.ts), which registers each partition with the
+ *    transaction before its first record batch and writes the transactional attribute, producer
+ *    id, epoch and sequences into the batches (produce-encoder.ts);
+ *  - NOT kafkajs' recovery from a failed transaction (#469: abort after a failure leaves its
+ *    state machine stuck; a failed EndTxn is not retried): after ANY error inside a transaction
+ *    the producer is dropped. A new producer's InitProducerId with the same transactional id
+ *    makes the coordinator finish the old transaction (abort it, or complete a commit already
+ *    prepared; kafkajs retries CONCURRENT_TRANSACTIONS meanwhile) and fences the old epoch.
+ *    Then the progress record, read back read_committed, says whether the transaction committed
+ *    — the only way to know after an EndTxn whose answer was lost.
+ *  - Fencing: a producer told it is fenced, or a progress record written by someone else since
+ *    this relay's last commit, ends the relay (PRODUCER_FENCED, exit 75). It never re-initializes
+ *    after a foreign write: that would fence the relay that took over and publish again what it
+ *    published.
+ *
+ * `pending`: ids committed to Kafka that PostgreSQL's progress record may not hold yet. Every
+ * transaction's progress record carries them, so at any moment Kafka's latest record ∪
+ * PostgreSQL's record covers every id Kafka holds; the stream drops ids once PostgreSQL records
+ * them (`recorded`).
+ */
+export interface TransactionalConfig {
+  transactionalId: string;
+  progressTopic: string;
+  transactionTimeoutMs: number;
+}
+
+/** A transaction whose commit was sent but whose outcome is not known yet. */
+interface Unresolved {
+  token: string;
+  /** The batch's event ids, joined: a retry of the same batch is told by it. */
+  key: string;
+  ids: readonly string[];
+}
+
+/** The outbox id of a message (the sink hands over its OutboundMessages as kafkajs Messages). */
+function idOf(m: Message): string {
+  return (m as unknown as { event: { id: string } }).event.id;
+}
+
+function batchKey(batch: readonly { event: { id: string } }[]): string {
+  return batch.map((m) => m.event.id).join(',');
+}
+
+export class TransactionalPublisher {
+  readonly #kafka: Kafka;
+  readonly #config: ProducerConfig;
+  readonly #c: TransactionalConfig;
+  readonly #log: Logger;
+  readonly #instance = randomBytes(6).toString('hex');
+  #producer: Producer | null = null;
+  #seq = 0;
+  /** The token of the last progress record this relay knows committed (its own, or read at start). */
+  #lastToken: string | null = null;
+  /** Whether #lastToken was ever set: the first read after our own fencing accepts any token. */
+  #knowsLast = false;
+  #unresolved: Unresolved | null = null;
+  readonly #pending = new Set<string>();
+  /** The database timeline the ids belong to (KafkaProgress.timeline); null until told. */
+  #timeline: string | null = null;
+  #fenced: RelayError | null = null;
+  /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
+  commits = 0;
+  replacements = 0;
+  /** Times the progress topic was found deleted and recreated. */
+  progressTopicLosses = 0;
+
+  constructor(kafka: Kafka, producerConfig: ProducerConfig, c: TransactionalConfig, log: Logger) {
+    this.#kafka = kafka;
+    this.#c = c;
+    this.#log = log.child({ transactionalId: c.transactionalId });
+    this.#config = {
+      ...producerConfig,
+      transactionalId: c.transactionalId,
+      transactionTimeout: c.transactionTimeoutMs,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    };
+  }
+
+  /** Set once this relay was fenced: every later publish rejects with it. */
+  get fenced(): RelayError | null {
+    return this.#fenced;
+  }
+
+  get transactionalId(): string {
+    return this.#c.transactionalId;
+  }
+
+  /**
+   * A producer whose InitProducerId went through: every older producer of the id is fenced.
+   * A replacement (after an error inside a transaction) first checks, before fencing anyone,
+   * that nobody else wrote the progress record since this relay's last commit, and after its
+   * InitProducerId reads the record again: it resolves a commit of unknown outcome, and a
+   * foreign record fences this relay instead of letting it publish again what another relay did.
+   */
+  async #ready(): Promise<Producer> {
+    if (this.#fenced) throw this.#fenced;
+    if (this.#producer) return this.#producer;
+    const replacing = this.#knowsLast;
+    if (replacing) this.#check((await this.#read())?.token ?? null, false);
+    const p = this.#kafka.producer(this.#config);
+    try {
+      await p.connect();
+      // kafkajs initializes the transactional producer id at its first transaction: begin one and
+      // end it empty (no EndTxn is sent for a transaction with no partitions).
+      const t = await p.transaction();
+      await t.abort();
+      if (replacing) this.#check((await this.#read())?.token ?? null, true);
+    } catch (e) {
+      await p.disconnect().catch(() => {});
+      throw this.#fencedOr(e);
+    }
+    this.#producer = p;
+    return p;
+  }
+
+  /**
+   * The latest committed record. Reading is never an event's failure: a missing progress topic
+   * is recreated (null: no record), any other error is transient.
+   */
+  async #read(): Promise<KafkaProgress | null> {
+    try {
+      return await readLatestProgress(this.#kafka, this.#c.progressTopic, this.#c.transactionalId);
+    } catch (e) {
+      if (await this.#progressTopicLost()) return null;
+      // No cause: its Kafka error type would make the refusal look like an event's.
+      throw new Error(`cannot read the progress topic ${this.#c.progressTopic}: ${errorMessage(e)}`);
+    }
+  }
+
+  /**
+   * Compares the latest committed progress token with what this relay knows: its last commit, or
+   * the transaction of unknown outcome (then resolved when `final`, i.e. read after fencing).
+   * Anything else, once this relay committed or read a record, fences it.
+   */
+  #check(token: string | null, final: boolean): void {
+    const u = this.#unresolved;
+    if (u && token === u.token) {
+      if (!final) return;
+      for (const id of u.ids) this.#pending.add(id);
+      this.#unresolved = null;
+      this.#lastToken = token;
+      this.commits++;
+      this.#log.info({ token }, 'the transaction of unknown outcome committed');
+      return;
+    }
+    if (this.#knowsLast && token !== this.#lastToken)
+      throw this.#fence(
+        `the slot's Kafka progress record was written by another producer (token ${token}, this relay's last ${this.#lastToken}): another relay publishes for this slot`,
+      );
+    if (!final) return;
+    if (u) this.#log.info({ token: u.token }, 'the transaction of unknown outcome did not commit');
+    this.#unresolved = null;
+    this.#lastToken = token;
+    this.#knowsLast = true;
+  }
+
+  /** Drops the producer after an error inside a transaction (see the class comment). */
+  async #drop(): Promise<void> {
+    const p = this.#producer;
+    this.#producer = null;
+    if (!p) return;
+    this.replacements++;
+    await p.disconnect().catch(() => {});
+  }
+
+  #fencedOr(e: unknown): unknown {
+    if (!isFenced(e)) return e;
+    return this.#fence(`the Kafka transactional producer was fenced: ${errorMessage(e)}`, e);
+  }
+
+  #fence(message: string, cause?: unknown): RelayError {
+    this.#fenced ??= new RelayError(ErrorCode.PRODUCER_FENCED, message, {
+      retriable: false,
+      cause,
+      details: { transactionalId: this.#c.transactionalId },
+    });
+    this.#log.error({ err: message }, 'fenced: this relay stops publishing');
+    return this.#fenced;
+  }
+
+  /**
+   * The latest committed progress record, read after fencing every older producer (a relay's
+   * start, each stream session's start). A record this relay did not write since its last commit
+   * fences it (someone else published meanwhile).
+   */
+  async committed(): Promise<KafkaProgress | null> {
+    await this.#ready();
+    const latest = await this.#read();
+    this.#check(latest?.token ?? null, true);
+    return latest;
+  }
+
+  /** The database timeline of the ids from now on; a change forgets the pending ones (another timeline's). */
+  setTimeline(key: string): void {
+    if (this.#timeline !== null && this.#timeline !== key) this.#pending.clear();
+    this.#timeline = key;
+  }
+
+  /** Ids PostgreSQL's progress record now holds ('all': every id committed so far). */
+  recorded(ids: readonly string[] | 'all'): void {
+    if (ids === 'all') this.#pending.clear();
+    else if (this.#pending.size > 0) for (const id of ids) this.#pending.delete(id);
+  }
+
+  /**
+   * One transaction: the batch (`requests`: its produce requests, in stream order) and the
+   * progress record; resolves once Kafka committed it.
+   * `progress`: the batch's outbox ids join the progress record from now on (the stream's
+   * batches; not the sweeper's retries and dead letters, which PostgreSQL's record covers).
+   */
+  async publish(
+    batch: readonly { event: { id: string } }[],
+    requests: { topic: string; messages: Message[] }[][],
+    progress: boolean,
+    send: { timeout: number; compression: CompressionTypes },
+    ledger: PartitionLedger,
+  ): Promise<void> {
+    // After a lost commit answer the producer was dropped: #ready resolves the outcome first.
+    const u = this.#unresolved;
+    await this.#ready();
+    if (u && this.#lastToken === u.token && u.key === batchKey(batch)) return;
+    // A stream batch sent again after a part of it committed (a transaction cut by time, below,
+    // then a failure): what Kafka holds is not sent again.
+    if (progress && this.#pending.size > 0 && batch.some((m) => this.#pending.has(m.event.id)))
+      requests = requests
+        .map((r) =>
+          r
+            .map((t) => ({ topic: t.topic, messages: t.messages.filter((m) => !this.#pending.has(idOf(m))) }))
+            .filter((t) => t.messages.length > 0),
+        )
+        .filter((r) => r.length > 0);
+    for (let i = 0; i < requests.length; )
+      i = await this.#transaction(requests, i, progress, send, ledger, i === 0 ? batch : null);
+  }
+
+  /**
+   * One Kafka transaction: requests[from…] one after another (each partition's order kept), then
+   * the progress record (with the last request), then the commit. Returns where it stopped: at
+   * the end, or earlier once the transaction is a third of --kafka-transaction-timeout-ms old —
+   * a slow broker must not let the coordinator abort it (which fences the producer: the relay
+   * would exit 75); the rest goes in the next transaction. `progress`: the requests' event ids
+   * join the progress record (stream batches). `whole`: the batch, when this transaction is all
+   * of it (a lost commit answer is then recognized on its retry by the batch's ids).
+   */
+  async #transaction(
+    requests: { topic: string; messages: Message[] }[][],
+    from: number,
+    progress: boolean,
+    send: { timeout: number; compression: CompressionTypes },
+    ledger: PartitionLedger,
+    whole: readonly { event: { id: string } }[] | null,
+  ): Promise<number> {
+    const producer = await this.#ready();
+    const token = `${this.#instance}:${++this.#seq}`;
+    const ids: string[] = [];
+    const record = (): { topic: string; messages: Message[] } => ({
+      topic: this.#c.progressTopic,
+      messages: [
+        {
+          key: this.#c.transactionalId,
+          value: encodeProgress({
+            v: 1,
+            id: this.#c.transactionalId,
+            published: idRanges(this.#pending.size === 0 ? ids : [...this.#pending, ...ids]),
+            token,
+            ...(this.#timeline === null ? {} : { timeline: this.#timeline }),
+          }),
+        },
+      ],
+    });
+    let txn: Transaction;
+    try {
+      txn = await producer.transaction();
+    } catch (e) {
+      await this.#drop();
+      throw this.#fencedOr(e);
+    }
+    const started = performance.now();
+    const budget = this.#c.transactionTimeoutMs / 3;
+    let to = from;
+    try {
+      for (;;) {
+        const topicMessages = requests[to]!;
+        if (progress) for (const t of topicMessages) for (const m of t.messages) ids.push(idOf(m));
+        to++;
+        const last = to === requests.length || performance.now() - started > budget;
+        await this.#send(txn, last ? [...topicMessages, record()] : topicMessages, send, ledger);
+        if (last) break;
+      }
+    } catch (e) {
+      // Nothing was committed: the next producer's InitProducerId aborts what was stored.
+      await this.#drop();
+      const fenced = this.#fencedOr(e);
+      if (fenced === e && classifyKafkaError(e).class === 'permanent' && (await this.#progressTopicLost()))
+        throw new Error(
+          `the progress topic ${this.#c.progressTopic} was deleted; recreated, the batch is sent again`,
+        );
+      throw fenced;
+    }
+    if (to < requests.length)
+      this.#log.warn(
+        { sent: to - from, left: requests.length - to, ms: Math.round(performance.now() - started) },
+        'a Kafka transaction is committed before the rest of its batch: sending took a third of --kafka-transaction-timeout-ms; the rest goes in the next transaction',
+      );
+    try {
+      await txn.commit();
+    } catch (e) {
+      await this.#drop();
+      const fenced = this.#fencedOr(e);
+      if (fenced !== e) throw fenced;
+      // EndTxn sent, answer lost: committed or not, only the progress record can tell.
+      this.#unresolved = { token, key: whole && to === requests.length ? batchKey(whole) : '', ids };
+      this.#log.warn(
+        { err: errorMessage(e), token },
+        'the commit of a Kafka transaction failed; its outcome is read back from the progress topic before anything else is sent',
+      );
+      await this.#ready();
+      if (this.#lastToken === token) return to;
+      throw e;
+    }
+    this.commits++;
+    this.#lastToken = token;
+    this.#knowsLast = true;
+    for (const id of ids) this.#pending.add(id);
+    return to;
+  }
+
+  async #send(
+    txn: Transaction,
+    topicMessages: { topic: string; messages: Message[] }[],
+    send: { timeout: number; compression: CompressionTypes },
+    ledger: PartitionLedger,
+  ): Promise<void> {
+    ledger.begin();
+    const responses = await txn.sendBatch({
+      acks: -1,
+      timeout: send.timeout,
+      compression: send.compression,
+      topicMessages,
+    });
+    const missing = ledger.unacknowledged(responses);
+    if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
+  }
+
+  async #ensureTopic(): Promise<void> {
+    const admin = this.#kafka.admin();
+    await admin.connect();
+    try {
+      const topics = await admin.listTopics();
+      if (topics.includes(this.#c.progressTopic)) return;
+      await admin
+        .createTopics({
+          waitForLeaders: true,
+          topics: [
+            {
+              topic: this.#c.progressTopic,
+              numPartitions: 1,
+              configEntries: [
+                { name: 'cleanup.policy', value: 'compact' },
+                { name: 'segment.ms', value: '600000' },
+              ],
+            },
+          ],
+        })
+        .catch((e: unknown) => {
+          if ((e as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw e;
+        });
+      this.#log.info({ topic: this.#c.progressTopic }, 'created the exactly-once progress topic');
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+  }
+
+  /**
+   * Creates the progress topic if missing (compacted, one partition) and fences every older
+   * producer of the transactional id.
+   */
+  async start(): Promise<void> {
+    await this.#ensureTopic();
+    await this.#ready();
+    this.#log.info(
+      { instance: this.#instance, progressTopic: this.#c.progressTopic },
+      'exactly-once: transactional producer ready (every older producer of this transactional id is fenced)',
+    );
+  }
+
+  /**
+   * A permanent refusal may be the progress topic's: deleted under the relay. It is then
+   * recreated, and the refusal is transient for the batch. The record's history is gone: the
+   * next record carries every id PostgreSQL has not recorded yet (pending), so this process
+   * loses nothing of the guarantee; a relay that restarts before PostgreSQL recorded them reads
+   * no Kafka record and sends those events again (the at-least-once window, logged at start).
+   * The next token is not compared with the last (it cannot be found any more).
+   */
+  async #progressTopicLost(): Promise<boolean> {
+    const admin = this.#kafka.admin();
+    try {
+      await admin.connect();
+      const md = await admin.fetchTopicMetadata({ topics: [this.#c.progressTopic] });
+      if (md.topics.some((t) => t.name === this.#c.progressTopic && t.partitions.length > 0)) return false;
+    } catch (e) {
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') return false;
+    } finally {
+      await admin.disconnect().catch(() => {});
+    }
+    this.#log.error(
+      { topic: this.#c.progressTopic },
+      'the exactly-once progress topic was deleted: recreating it; until PostgreSQL records the events committed so far, a restart would send them again (at-least-once)',
+    );
+    await this.#ensureTopic();
+    this.#knowsLast = false;
+    this.#lastToken = null;
+    this.progressTopicLosses++;
+    return true;
+  }
+
+  async stop(): Promise<void> {
+    await this.#producer?.disconnect().catch(() => {});
+    this.#producer = null;
+  }
+}
