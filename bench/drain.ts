@@ -32,7 +32,7 @@
  *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq
  *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15]
  */
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
@@ -47,6 +47,7 @@ import { compressionArgs, compressionTopic, storedBytes } from './compression.ts
 import { EOS_ARGS, eosLive } from './eos.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
 import { measureLive, measureLiveWith, ramp } from './live.ts';
+import { type CpuProfile, stageTimes } from './live-stages.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
@@ -70,6 +71,14 @@ const PUBLICATION = 'outbox_pub';
 
 async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+}
+
+/** The one .cpuprofile node --cpu-prof wrote into `dir` (the live relay's, at its exit). */
+function readProfile(dir: string): CpuProfile {
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
+  if (files.length !== 1)
+    throw new Error(`--live-profile: expected the relay's one .cpuprofile in ${dir}, found ${files.length}`);
+  return JSON.parse(readFileSync(join(dir, files[0]!), 'utf8')) as CpuProfile;
 }
 
 /** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
@@ -321,7 +330,18 @@ async function main() {
       await createFloorTable(db);
       await createTopic(admin, FLOOR_TOPIC);
       await createTopic(admin, 'outbox.event.Ramp');
-      const relay = startRelay(server.url, 'live', kafkaArgs);
+      // --live-profile: the relay under node --cpu-prof (written when it exits, kept after the
+      // run), its samples of the relay passes charged to stages (bench/live-stages.ts).
+      const profileDir = join(ROOT, '.tmp', `live-profile-${process.pid}`);
+      const relay = a.liveProfile
+        ? startRelay(server.url, 'live', kafkaArgs, undefined, [
+            ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+            '--cpu-prof',
+            `--cpu-prof-dir=${profileDir}`,
+          ])
+        : startRelay(server.url, 'live', kafkaArgs);
+      const passWindows: [number, number][] = [];
+      const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
       cleanup.push(relay.stop);
       await relay.streaming;
       const brokerPid = broker.pidOf(1) ?? undefined;
@@ -343,6 +363,8 @@ async function main() {
         const relayPass = async () => {
           await createLogAppendTopic(admin, `outbox.event.Live${i}`);
           const cpu0 = cpuSeconds(relay.child.pid!);
+          const readerCpu0 = floors.readerCpu();
+          const from = monotonicUs();
           const live = await measureLive(
             kafka,
             server.url,
@@ -352,14 +374,16 @@ async function main() {
             a.liveSeconds,
             jitQuiet([brokerPid ?? 0].filter(Boolean)),
           );
-          return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
+          const cpu = cpuSeconds(relay.child.pid!) - cpu0;
+          passWindows.push([from, monotonicUs()]);
+          return { live, cpu, readerCpu0 };
         };
         // The Kafka floor at the rate the relay's writer achieved: this run's when it comes after
         // the relay's pass, the previous run's (the asked rate for the first) when before.
         const kafkaFirst = floorFirst ? await floors.kafkaPass(achieved) : undefined;
         const r = await relayPass();
         achieved = Math.min(a.liveRate, r.live.achievedRate);
-        const pgFloor = await floors.pgFloor(i, r.live.events);
+        const pgFloor = await floors.pgFloor(i, r.live.events, r.readerCpu0);
         const kafkaFloor = kafkaFirst ?? (await floors.kafkaPass(achieved));
         runs.push({ relay: r.live, relayCpu: r.cpu, floor: { ...pgFloor, ...kafkaFloor }, floorFirst });
         report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
@@ -388,6 +412,7 @@ async function main() {
         report.ramp(steps.relay, steps.alongside, a.rampSeconds);
       }
       await relay.stop();
+      if (a.liveProfile) report.liveStages(stageTimes(readProfile(profileDir), passWindows));
       await dropSlot(db, 'live');
       // Each broker sink on a relay of its own, from a fresh slot, at the same rate.
       const sinkRuns: SinkLive[] = [];
