@@ -29,7 +29,7 @@ import type pg from 'pg';
 import { createSlots, dropSlot, SINGLE } from './backlog.ts';
 import { type KafkaFloorProcess, startKafkaFloor } from './kafka-floor.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveEvents, warmedUp } from './live.ts';
-import { cpuSeconds, jitQuiet, sleep } from './proc.ts';
+import { cpuSeconds, jitCpuSeconds, jitQuiet, sleep } from './proc.ts';
 import { type Dist, distribution } from './stats.ts';
 
 const READER = fileURLToPath(new URL('./pg-floor-reader.ts', import.meta.url));
@@ -62,9 +62,16 @@ export type PgFloor = {
 
 /**
  * The Kafka floor's pass; `cpuSeconds`: the producer's process CPU (user + sys) from the pass's
- * start to its "stop" (its report's printing left out), over `records` acked, warm-up included.
+ * start to its "stop" (its report's printing left out), over `records` acked, warm-up included;
+ * `jitCpuSeconds`: the part of it its JIT compiler threads spent.
  */
-export type KafkaFloor = { kafka: Dist; warmupSeconds: number; cpuSeconds: number; records: number };
+export type KafkaFloor = {
+  kafka: Dist;
+  warmupSeconds: number;
+  cpuSeconds: number;
+  jitCpuSeconds: number;
+  records: number;
+};
 
 export type FloorResult = PgFloor & KafkaFloor;
 
@@ -147,6 +154,7 @@ export class Floors {
     const o = this.#o;
     const settled = jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean));
     const cpu0 = cpuSeconds(this.#producer.pid);
+    const jit0 = jitCpuSeconds(this.#producer.pid);
     this.#producer.begin(rate);
     const start = performance.now();
     let warmupSeconds = 0;
@@ -164,9 +172,16 @@ export class Floors {
     await sleep(o.seconds * 1000);
     const endAt = now();
     const cpu = cpuSeconds(this.#producer.pid) - cpu0;
+    const jit = jitCpuSeconds(this.#producer.pid) - jit0;
     const sends = await this.#producer.end();
     const kafka = sends.filter((s) => s.at >= warmedAt && s.at <= endAt).map((s) => s.ms);
-    return { kafka: distribution(kafka), warmupSeconds, cpuSeconds: cpu, records: sends.length };
+    return {
+      kafka: distribution(kafka),
+      warmupSeconds,
+      cpuSeconds: cpu,
+      jitCpuSeconds: jit,
+      records: sends.length,
+    };
   }
 
   #stopped: Promise<void> | null = null;

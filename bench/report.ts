@@ -96,11 +96,18 @@ const liveRow = (label: string, r: LiveResult, cpu: number) => [
  * the Kafka floor's producer (÷ its acked records), the PG floor's reader (÷ its receipts), and
  * the relay's over the sum of the two floors'.
  */
-function liveCpu(r: LiveRun): { relay: number; kafka: number; pg: number; vsFloor: number } {
+function liveCpu(r: LiveRun): {
+  relay: number;
+  kafka: number;
+  kafkaJit: number;
+  pg: number;
+  vsFloor: number;
+} {
   const relay = us(r.relayCpu, r.relay.dist.n + r.relay.warmup.n);
   const kafka = us(r.floor.cpuSeconds, r.floor.records);
+  const kafkaJit = us(r.floor.jitCpuSeconds, r.floor.records);
   const pg = us(r.floor.pgCpuSeconds, r.floor.pgEvents);
-  return { relay, kafka, pg, vsFloor: overFloor(relay, pg, kafka) };
+  return { relay, kafka, kafkaJit, pg, vsFloor: overFloor(relay, pg, kafka) };
 }
 
 const medianCpu = (drains: Drain[]) =>
@@ -480,12 +487,13 @@ export class Report {
     const cpuVs = medianAndWorst(cpu.map((c) => c.vsFloor));
     this.#liveRelayCpu = median(cpu.map((c) => c.relay));
     console.log(
-      `\nCPU per event, each process's user + sys over its pass (warm-up included) ÷ the events it carried: relay median ${this.#liveRelayCpu.toFixed(1)} µs; Kafka floor producer (KafkaFloor.java, its whole JVM) median ${median(cpu.map((c) => c.kafka)).toFixed(1)} µs; PG floor reader median ${median(cpu.map((c) => c.pg)).toFixed(1)} µs. ` +
+      `\nCPU per event, each process's user + sys over its pass (warm-up included) ÷ the events it carried: relay median ${this.#liveRelayCpu.toFixed(1)} µs; Kafka floor producer (KafkaFloor.java, its whole JVM) median ${median(cpu.map((c) => c.kafka)).toFixed(1)} µs, of which its JIT compiler threads ${median(cpu.map((c) => c.kafkaJit)).toFixed(1)} µs; PG floor reader median ${median(cpu.map((c) => c.pg)).toFixed(1)} µs. ` +
         `Relay ÷ (Kafka producer + PG reader): median ${cpuVs.median.toFixed(2)}, worst ${cpuVs.worst.toFixed(2)} (target ≤ 1: one process doing both floors' jobs).`,
     );
     const d = mid.relay;
     Object.assign(this.#json, {
       live_kafka_floor_cpu_us_per_event: round(median(cpu.map((c) => c.kafka))),
+      live_kafka_floor_jit_cpu_us_per_event: round(median(cpu.map((c) => c.kafkaJit))),
       live_pg_floor_cpu_us_per_event: round(median(cpu.map((c) => c.pg))),
       live_relay_cpu_vs_floor: ratio(cpuVs.median),
       live_relay_cpu_vs_floor_worst: ratio(cpuVs.worst),
@@ -518,6 +526,7 @@ export class Report {
         pg_floor_after_relay: r.floor.pgLate,
         relay_cpu_us_per_event: round(liveCpu(r).relay),
         kafka_floor_cpu_us_per_event: round(liveCpu(r).kafka),
+        kafka_floor_jit_cpu_us_per_event: round(liveCpu(r).kafkaJit),
         pg_floor_cpu_us_per_event: round(liveCpu(r).pg),
         relay_cpu_vs_floor: ratio(liveCpu(r).vsFloor),
         p99_vs_floor: ratio(vs(r, 'p99')),
