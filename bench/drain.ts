@@ -9,7 +9,9 @@
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
  *      in 5 runs (--live-runs), each beside its floors (bench/floors.ts: PostgreSQL's commit →
  *      receipt by a reader on a slot of its own, of the relay pass's own commits, and Kafka's
- *      send → ack alone at the same rate, in a pass of its own), then a short ramp for the
+ *      send → ack alone at the same rate, in a pass of its own), each process's CPU per event
+ *      (the relay's ÷ the floors': live_relay_cpu_vs_floor; with --live-profile the relay's by
+ *      stage, bench/live-stages.ts), then a short ramp for the
  *      highest rate where lag stays bounded, pg_recvlogical under the same writer at each step;
  *   5. peak RSS relaying one 200,000-row transaction;
  *   6. compression: the bulk drain into Kafka per codec (--compression, default every codec;
@@ -30,7 +32,7 @@
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
  *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq
- *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15]
+ *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15 --live-profile]
  */
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
