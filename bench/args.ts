@@ -11,6 +11,7 @@ const OPTIONS = {
   'live-rate': { type: 'string', default: '2000' },
   'live-seconds': { type: 'string', default: '60' },
   'live-runs': { type: 'string', default: '5' },
+  'live-profile': { type: 'boolean', default: false },
   'ramp-rates': { type: 'string', default: '2000,4000,6000,8000,12000' },
   'ramp-seconds': { type: 'string', default: '8' },
   peer: { type: 'string', default: '' },
@@ -76,6 +77,12 @@ export const args = {
   liveSeconds: int('live-seconds'),
   /** Live runs, each a relay pass (the PG floor on its commits) and a Kafka floor pass (alternating which goes first). */
   liveRuns: Math.max(1, int('live-runs')),
+  /**
+   * The live relay under node --cpu-prof: its CPU split by stage over its passes
+   * (bench/live-stages.ts). The profiler's sampling costs the relay CPU: its per-event figures
+   * of such a run lean high.
+   */
+  liveProfile: values['live-profile'],
   rampRates: values['ramp-rates']
     ? values['ramp-rates']
         .split(',')

@@ -9,7 +9,9 @@
  *   4. live latency, commit → broker ack (LogAppendTime), at 2,000 single-row commits/s for 60 s,
  *      in 5 runs (--live-runs), each beside its floors (bench/floors.ts: PostgreSQL's commit →
  *      receipt by a reader on a slot of its own, of the relay pass's own commits, and Kafka's
- *      send → ack alone at the same rate, in a pass of its own), then a short ramp for the
+ *      send → ack alone at the same rate, in a pass of its own), each process's CPU per event
+ *      (the relay's ÷ the floors': live_relay_cpu_vs_floor; with --live-profile the relay's by
+ *      stage, bench/live-stages.ts), then a short ramp for the
  *      highest rate where lag stays bounded, pg_recvlogical under the same writer at each step;
  *   5. peak RSS relaying one 200,000-row transaction;
  *   6. compression: the bulk drain into Kafka per codec (--compression, default every codec;
@@ -30,9 +32,9 @@
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
  *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq
- *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15]
+ *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15 --live-profile]
  */
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
@@ -47,6 +49,7 @@ import { compressionArgs, compressionTopic, storedBytes } from './compression.ts
 import { EOS_ARGS, eosLive } from './eos.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
 import { measureLive, measureLiveWith, ramp } from './live.ts';
+import { type CpuProfile, stageTimes } from './live-stages.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
@@ -70,6 +73,14 @@ const PUBLICATION = 'outbox_pub';
 
 async function stored(admin: Admin, topic: string): Promise<number> {
   return (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0);
+}
+
+/** The one .cpuprofile node --cpu-prof wrote into `dir` (the live relay's, at its exit). */
+function readProfile(dir: string): CpuProfile {
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
+  if (files.length !== 1)
+    throw new Error(`--live-profile: expected the relay's one .cpuprofile in ${dir}, found ${files.length}`);
+  return JSON.parse(readFileSync(join(dir, files[0]!), 'utf8')) as CpuProfile;
 }
 
 /** Every drain starts from the same state: no row moved by a previous one, no progress recorded. */
@@ -321,7 +332,18 @@ async function main() {
       await createFloorTable(db);
       await createTopic(admin, FLOOR_TOPIC);
       await createTopic(admin, 'outbox.event.Ramp');
-      const relay = startRelay(server.url, 'live', kafkaArgs);
+      // --live-profile: the relay under node --cpu-prof (written when it exits, kept after the
+      // run), its samples of the relay passes charged to stages (bench/live-stages.ts).
+      const profileDir = join(ROOT, '.tmp', `live-profile-${process.pid}`);
+      const relay = a.liveProfile
+        ? startRelay(server.url, 'live', kafkaArgs, undefined, [
+            ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+            '--cpu-prof',
+            `--cpu-prof-dir=${profileDir}`,
+          ])
+        : startRelay(server.url, 'live', kafkaArgs);
+      const passWindows: [number, number][] = [];
+      const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
       cleanup.push(relay.stop);
       await relay.streaming;
       const brokerPid = broker.pidOf(1) ?? undefined;
@@ -343,6 +365,8 @@ async function main() {
         const relayPass = async () => {
           await createLogAppendTopic(admin, `outbox.event.Live${i}`);
           const cpu0 = cpuSeconds(relay.child.pid!);
+          const readerCpu0 = floors.readerCpu();
+          const from = monotonicUs();
           const live = await measureLive(
             kafka,
             server.url,
@@ -352,14 +376,16 @@ async function main() {
             a.liveSeconds,
             jitQuiet([brokerPid ?? 0].filter(Boolean)),
           );
-          return { live, cpu: cpuSeconds(relay.child.pid!) - cpu0 };
+          const cpu = cpuSeconds(relay.child.pid!) - cpu0;
+          passWindows.push([from, monotonicUs()]);
+          return { live, cpu, readerCpu0 };
         };
         // The Kafka floor at the rate the relay's writer achieved: this run's when it comes after
         // the relay's pass, the previous run's (the asked rate for the first) when before.
         const kafkaFirst = floorFirst ? await floors.kafkaPass(achieved) : undefined;
         const r = await relayPass();
         achieved = Math.min(a.liveRate, r.live.achievedRate);
-        const pgFloor = await floors.pgFloor(i, r.live.events);
+        const pgFloor = await floors.pgFloor(i, r.live.events, r.readerCpu0);
         const kafkaFloor = kafkaFirst ?? (await floors.kafkaPass(achieved));
         runs.push({ relay: r.live, relayCpu: r.cpu, floor: { ...pgFloor, ...kafkaFloor }, floorFirst });
         report.note(`live run ${i + 1} of ${a.liveRuns} done (${machineNote()})`);
@@ -388,6 +414,7 @@ async function main() {
         report.ramp(steps.relay, steps.alongside, a.rampSeconds);
       }
       await relay.stop();
+      if (a.liveProfile) report.liveStages(stageTimes(readProfile(profileDir), passWindows));
       await dropSlot(db, 'live');
       // Each broker sink on a relay of its own, from a fresh slot, at the same rate.
       const sinkRuns: SinkLive[] = [];

@@ -29,7 +29,7 @@ import type pg from 'pg';
 import { createSlots, dropSlot, SINGLE } from './backlog.ts';
 import { type KafkaFloorProcess, startKafkaFloor } from './kafka-floor.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveEvents, warmedUp } from './live.ts';
-import { jitQuiet, sleep } from './proc.ts';
+import { cpuSeconds, jitCpuSeconds, jitQuiet, sleep } from './proc.ts';
 import { type Dist, distribution } from './stats.ts';
 
 const READER = fileURLToPath(new URL('./pg-floor-reader.ts', import.meta.url));
@@ -54,10 +54,24 @@ export type PgFloor = {
   pgMissing: number;
   /** Measured events the reader received after the broker appended the relay's record. */
   pgLate: number;
+  /** The reader's process CPU (user + sys, seconds) through the relay's pass, warm-up included. */
+  pgCpuSeconds: number;
+  /** The pass's events it received, warm-up included: the divisor of its CPU per event. */
+  pgEvents: number;
 };
 
-/** The Kafka floor's pass. */
-export type KafkaFloor = { kafka: Dist; warmupSeconds: number };
+/**
+ * The Kafka floor's pass; `cpuSeconds`: the producer's process CPU (user + sys) from the pass's
+ * start to its "stop" (its report's printing left out), over `records` acked, warm-up included;
+ * `jitCpuSeconds`: the part of it its JIT compiler threads spent.
+ */
+export type KafkaFloor = {
+  kafka: Dist;
+  warmupSeconds: number;
+  cpuSeconds: number;
+  jitCpuSeconds: number;
+  records: number;
+};
 
 export type FloorResult = PgFloor & KafkaFloor;
 
@@ -102,14 +116,21 @@ export class Floors {
     return floors;
   }
 
+  /** The PG reader's process CPU so far (user + sys, seconds): read at a relay pass's start. */
+  readerCpu(): number {
+    return cpuSeconds(this.#reader.pid!);
+  }
+
   /**
    * The PG floor of the relay pass that just ended (`events`: its commits and the broker's appends
-   * of the relay's records): the reader's receipts of the same commits, which it then forgets.
+   * of the relay's records): the reader's receipts of the same commits, which it then forgets;
+   * `cpuAtStart`: readerCpu() at the pass's start.
    */
-  async pgFloor(pass: number, events: LiveEvents): Promise<PgFloor> {
+  async pgFloor(pass: number, events: LiveEvents, cpuAtStart: number): Promise<PgFloor> {
     // The relay's records are all through (the pass waited for them): a reader still short of
     // some a second later is slower than the relay, and they count as missing.
     await sleep(1000);
+    const pgCpuSeconds = this.readerCpu() - cpuAtStart; // before the dump's own work
     const file = join(this.#o.tmpDir, `floor-${pass}.f64`);
     this.#readerOut = '';
     this.#reader.stdin!.write(`dump ${file}\n`);
@@ -119,7 +140,7 @@ export class Floors {
     }
     const received = new Float64Array(readFileSync(file).buffer.slice(0));
     rmSync(file, { force: true });
-    return pgFloorOf(received, events);
+    return { ...pgFloorOf(received, events), pgCpuSeconds };
   }
 
   /**
@@ -132,6 +153,8 @@ export class Floors {
     const now = () => performance.timeOrigin + performance.now();
     const o = this.#o;
     const settled = jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean));
+    const cpu0 = cpuSeconds(this.#producer.pid);
+    const jit0 = jitCpuSeconds(this.#producer.pid);
     this.#producer.begin(rate);
     const start = performance.now();
     let warmupSeconds = 0;
@@ -148,9 +171,17 @@ export class Floors {
     const warmedAt = now();
     await sleep(o.seconds * 1000);
     const endAt = now();
+    const cpu = cpuSeconds(this.#producer.pid) - cpu0;
+    const jit = jitCpuSeconds(this.#producer.pid) - jit0;
     const sends = await this.#producer.end();
     const kafka = sends.filter((s) => s.at >= warmedAt && s.at <= endAt).map((s) => s.ms);
-    return { kafka: distribution(kafka), warmupSeconds };
+    return {
+      kafka: distribution(kafka),
+      warmupSeconds,
+      cpuSeconds: cpu,
+      jitCpuSeconds: jit,
+      records: sends.length,
+    };
   }
 
   #stopped: Promise<void> | null = null;
@@ -170,11 +201,16 @@ export class Floors {
   }
 }
 
-/** The PG floor, pure: the reader's receipt times by sequence number (NaN = none) against the pass's events. */
-export function pgFloorOf(received: Float64Array, events: LiveEvents): PgFloor {
+/**
+ * The PG floor, pure: the reader's receipt times by sequence number (NaN = none) against the
+ * pass's events; `pgEvents` counts its receipts of warm-up and measured events alike.
+ */
+export function pgFloorOf(received: Float64Array, events: LiveEvents): Omit<PgFloor, 'pgCpuSeconds'> {
   const lat: number[] = [];
   let missing = 0;
   let late = 0;
+  let pgEvents = 0;
+  for (let i = 0; i < events.written; i++) if (!Number.isNaN(received[i] ?? Number.NaN)) pgEvents++;
   for (let i = events.warmed; i < events.written; i++) {
     const at = received[i] ?? Number.NaN;
     if (Number.isNaN(at)) missing++;
@@ -183,7 +219,7 @@ export function pgFloorOf(received: Float64Array, events: LiveEvents): PgFloor {
       if (at > events.ackAt[i]!) late++;
     }
   }
-  return { pg: distribution(lat), pgMissing: missing, pgLate: late };
+  return { pg: distribution(lat), pgMissing: missing, pgLate: late, pgEvents };
 }
 
 type FloorsOptions = {

@@ -7,6 +7,7 @@ import { DEBEZIUM_TUNING, tuningText } from './debezium.ts';
 import type { EosLive } from './eos.ts';
 import type { FloorResult } from './floors.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveResult, type RampStep } from './live.ts';
+import { STAGES, type Stage, shares } from './live-stages.ts';
 import type { PeerResult } from './peer.ts';
 import type { PgCpu } from './pg-cpu.ts';
 import type { Drain } from './relay.ts';
@@ -90,6 +91,25 @@ const liveRow = (label: string, r: LiveResult, cpu: number) => [
   `${us(cpu, r.dist.n + r.warmup.n).toFixed(1)} µs`,
 ];
 
+/**
+ * A live run's CPU per event (µs), each process over its own pass, warm-up included: the relay,
+ * the Kafka floor's producer (÷ its acked records), the PG floor's reader (÷ its receipts), and
+ * the relay's over the sum of the two floors'.
+ */
+function liveCpu(r: LiveRun): {
+  relay: number;
+  kafka: number;
+  kafkaJit: number;
+  pg: number;
+  vsFloor: number;
+} {
+  const relay = us(r.relayCpu, r.relay.dist.n + r.relay.warmup.n);
+  const kafka = us(r.floor.cpuSeconds, r.floor.records);
+  const kafkaJit = us(r.floor.jitCpuSeconds, r.floor.records);
+  const pg = us(r.floor.pgCpuSeconds, r.floor.pgEvents);
+  return { relay, kafka, kafkaJit, pg, vsFloor: overFloor(relay, pg, kafka) };
+}
+
 const medianCpu = (drains: Drain[]) =>
   [...drains.map((d) => d.cpuSeconds)].sort((a, b) => a - b)[Math.floor(drains.length / 2)]!;
 
@@ -116,6 +136,7 @@ export class Report {
   #kafkaTxnRate = 0;
   #liveP99 = Number.NaN;
   #kafkaLive: { live: LiveResult; relayCpu: number } | null = null;
+  #liveRelayCpu = Number.NaN;
 
   note(line: string): void {
     console.log(line);
@@ -435,6 +456,8 @@ export class Report {
         'missing',
         'PG floor after relay',
         'relay CPU/event',
+        'Kafka floor, PG floor CPU/event',
+        'CPU ÷ floors',
       ],
       runs.map((r, i) => [
         i + 1,
@@ -448,6 +471,8 @@ export class Report {
         `${r.relay.missing} (PG floor ${r.floor.pgMissing})`,
         r.floor.pgLate,
         `${us(r.relayCpu, r.relay.dist.n + r.relay.warmup.n).toFixed(1)} µs`,
+        `${liveCpu(r).kafka.toFixed(1)}, ${liveCpu(r).pg.toFixed(1)} µs`,
+        liveCpu(r).vsFloor.toFixed(2),
       ]),
     );
     const p99 = medianAndWorst(runs.map((r) => vs(r, 'p99')));
@@ -458,8 +483,20 @@ export class Report {
         `Warm-up rule for each pass: at least ${LIVE_WARMUP_SECONDS} s, then until the JVMs' JIT compilers (the broker's; in the Kafka floor's pass its producer's too) were under 5 % of a core for 3 s in a row, at most ${LIVE_WARMUP_MAX_SECONDS} s. ` +
         `The Kafka floor ends at the producer's ack (the broker's append plus the response), the relay's figure at the append: the floor's sum leans high by a response's trip. "PG floor after relay": measured events the PG floor's reader received after the broker had appended the relay's record.`,
     );
+    const cpu = runs.map(liveCpu);
+    const cpuVs = medianAndWorst(cpu.map((c) => c.vsFloor));
+    this.#liveRelayCpu = median(cpu.map((c) => c.relay));
+    console.log(
+      `\nCPU per event, each process's user + sys over its pass (warm-up included) ÷ the events it carried: relay median ${this.#liveRelayCpu.toFixed(1)} µs; Kafka floor producer (KafkaFloor.java, its whole JVM) median ${median(cpu.map((c) => c.kafka)).toFixed(1)} µs, of which its JIT compiler threads ${median(cpu.map((c) => c.kafkaJit)).toFixed(1)} µs; PG floor reader median ${median(cpu.map((c) => c.pg)).toFixed(1)} µs. ` +
+        `Relay ÷ (Kafka producer + PG reader): median ${cpuVs.median.toFixed(2)}, worst ${cpuVs.worst.toFixed(2)} (target ≤ 1: one process doing both floors' jobs).`,
+    );
     const d = mid.relay;
     Object.assign(this.#json, {
+      live_kafka_floor_cpu_us_per_event: round(median(cpu.map((c) => c.kafka))),
+      live_kafka_floor_jit_cpu_us_per_event: round(median(cpu.map((c) => c.kafkaJit))),
+      live_pg_floor_cpu_us_per_event: round(median(cpu.map((c) => c.pg))),
+      live_relay_cpu_vs_floor: ratio(cpuVs.median),
+      live_relay_cpu_vs_floor_worst: ratio(cpuVs.worst),
       live_warmup_max_ms: round(d.warmup.max),
       live_warmup_seconds: round(d.warmupSeconds),
       live_rate: rate,
@@ -487,9 +524,39 @@ export class Report {
           round(r.floor.kafka.max, 2),
         ],
         pg_floor_after_relay: r.floor.pgLate,
+        relay_cpu_us_per_event: round(liveCpu(r).relay),
+        kafka_floor_cpu_us_per_event: round(liveCpu(r).kafka),
+        kafka_floor_jit_cpu_us_per_event: round(liveCpu(r).kafkaJit),
+        pg_floor_cpu_us_per_event: round(liveCpu(r).pg),
+        relay_cpu_vs_floor: ratio(liveCpu(r).vsFloor),
         p99_vs_floor: ratio(vs(r, 'p99')),
         max_vs_floor: ratio(vs(r, 'max')),
       })),
+    });
+  }
+
+  /**
+   * The live relay's CPU by stage (bench/live-stages.ts), from its profile over the live runs'
+   * relay passes: each stage's share of the main thread's busy samples, and that share of the
+   * relay's median CPU per live event. The profile samples only the JavaScript thread: CPU of
+   * V8's helper threads (concurrent GC, compilers) and libuv's is in the CPU per event, not in
+   * the samples, and the shares scale it as if it were spread like them.
+   */
+  liveStages(times: Record<Stage, number>): void {
+    const share = shares(times);
+    const sampled = STAGES.reduce((n, s) => n + times[s], 0) / 1e6;
+    console.log(
+      `\n## Live relay CPU by stage (node --cpu-prof over the relay passes, ${sampled.toFixed(1)} s of busy samples; the profiler's own cost is in the CPU per event of this run)`,
+    );
+    table(
+      ['stage', 'share of busy samples', 'µs/event (share × relay CPU/event)'],
+      STAGES.map((s) => [s, `${(share[s] * 100).toFixed(1)} %`, (share[s] * this.#liveRelayCpu).toFixed(1)]),
+    );
+    Object.assign(this.#json, {
+      live_relay_stage_share: Object.fromEntries(STAGES.map((s) => [s, round(share[s], 3)])),
+      live_relay_stage_us_per_event: Object.fromEntries(
+        STAGES.map((s) => [s, round(share[s] * this.#liveRelayCpu)]),
+      ),
     });
   }
 

@@ -67,7 +67,7 @@ describe('warmedUp', () => {
 });
 
 describe('pgFloorOf', () => {
-  it('times the measured events, counts the ones never received and the ones received after the relay', () => {
+  it('times the measured events, counts the ones never received, the ones received after the relay, and every receipt (warm-up too)', () => {
     const events = {
       commitAt: Float64Array.from([0, 10, 20, 30, 40]),
       ackAt: Float64Array.from([5, 15, 25, 35, 45]),
@@ -76,7 +76,7 @@ describe('pgFloorOf', () => {
     };
     const received = Float64Array.from([1, 12, Number.NaN, 36, 41]);
     const f = pgFloorOf(received, events);
-    expect(f).toMatchObject({ pgMissing: 1, pgLate: 1 });
+    expect(f).toMatchObject({ pgMissing: 1, pgLate: 1, pgEvents: 4 });
     expect(f.pg).toMatchObject({ n: 3, max: 6 });
   });
 });
