@@ -262,11 +262,14 @@ async function bodyHead(body: AsyncIterable<Buffer>): Promise<string> {
     n += c.length;
     if (n >= ERROR_BODY_BYTES) break;
   }
-  return Buffer.concat(chunks)
-    .subarray(0, ERROR_BODY_BYTES)
-    .toString('utf8')
-    .replace(/[\x00-\x1f\x7f]+/g, ' ')
-    .trim();
+  return (
+    Buffer.concat(chunks)
+      .subarray(0, ERROR_BODY_BYTES)
+      .toString('utf8')
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the receiver's text goes into one line of an error
+      .replace(/[\x00-\x1f\x7f]+/g, ' ')
+      .trim()
+  );
 }
 
 /**
