@@ -3,6 +3,7 @@ import { Agent } from 'undici';
 import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
+import { sleep } from '../../retry/backoff.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { type LaneDone, type LaneFailure, sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
@@ -64,6 +65,14 @@ export class HttpSink implements Sink {
   #agent: Agent | null = null;
   #targets = new Map<string, Target>();
   #tail: Promise<unknown> = Promise.resolve();
+  /**
+   * Retry-After, by origin: no request goes there before this time (ms since epoch). The relay
+   * waits that long before it sends a refused batch again (Classified.retryAfterMs), but it sends
+   * at once the halves of a batch that another event failed for good: they wait here.
+   */
+  readonly #notBefore = new Map<string, number>();
+  /** Aborts the Retry-After waits when the sink stops. */
+  #stopping = new AbortController();
 
   constructor(c: HttpSinkConfig, log: Logger) {
     this.#c = c;
@@ -72,7 +81,9 @@ export class HttpSink implements Sink {
   }
 
   async start(): Promise<void> {
-    this.#agent ??= new Agent({
+    if (this.#agent) return;
+    if (this.#stopping.signal.aborted) this.#stopping = new AbortController();
+    this.#agent = new Agent({
       connections: this.#c.httpMaxInFlight,
       pipelining: 1,
       connect: {
@@ -147,6 +158,15 @@ export class HttpSink implements Sink {
   /** One POST; `done` once it is answered 2xx, or with why not. Never throws. */
   async #send(r: Request, done: LaneDone): Promise<void> {
     const timeoutMs = this.#c.httpTimeoutMs;
+    const until = this.#notBefore.get(r.target.origin);
+    if (until !== undefined) {
+      if (until > Date.now()) await sleep(until - Date.now(), this.#stopping.signal);
+      else this.#notBefore.delete(r.target.origin);
+      if (this.#stopping.signal.aborted) {
+        done(new HttpSinkError('CONNECTION', 'the sink stopped while waiting for Retry-After'));
+        return;
+      }
+    }
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     try {
@@ -183,7 +203,15 @@ export class HttpSink implements Sink {
       }
       const text = await bodyHead(res.body).catch(() => '');
       const where = `POST ${r.target.origin}${new URL(r.target.url).pathname}`;
-      const retryAfter = header(res.headers['retry-after']);
+      const retryAfterMs =
+        code === 'RETRYABLE_STATUS'
+          ? parseRetryAfter(header(res.headers['retry-after']), Date.now())
+          : undefined;
+      if (retryAfterMs !== undefined)
+        this.#notBefore.set(
+          r.target.origin,
+          Math.max(this.#notBefore.get(r.target.origin) ?? 0, Date.now() + retryAfterMs),
+        );
       const location = header(res.headers.location);
       throw new HttpSinkError(
         code,
@@ -192,7 +220,7 @@ export class HttpSink implements Sink {
           : `HTTP ${res.statusCode} from ${where}${text ? `: ${text}` : ''}`,
         {
           status: res.statusCode,
-          ...(code === 'RETRYABLE_STATUS' ? { retryAfterMs: parseRetryAfter(retryAfter, Date.now()) } : {}),
+          ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
         },
       );
     } catch (e) {
@@ -233,6 +261,7 @@ export class HttpSink implements Sink {
   }
 
   async stop(): Promise<void> {
+    this.#stopping.abort();
     await this.#tail;
     const agent = this.#agent;
     this.#agent = null;
