@@ -19,6 +19,7 @@ import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
 import { checkDatabase } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
+import { checkWebhook } from '../sinks/http/preflight.ts';
 import { KafkaSink } from '../sinks/kafka.ts';
 import { classifyKafkaError } from '../sinks/kafka-errors.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka-topics.ts';
@@ -202,6 +203,7 @@ async function main(argv: string[]): Promise<number> {
     case 'check': {
       await withClient(c, (client) => checkDatabase(client, c));
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
+      if (c.sink === 'http') await checkWebhook(c, log);
       log.info({ database: redactUrl(c.databaseUrl) }, 'preflight passed');
       return EXIT.OK;
     }

@@ -11,7 +11,10 @@ import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
   insertEventsReportingCommit,
   migrateDb,
+  type RelayProcess,
+  slotOf,
   slotPosition,
+  spawnCli,
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
@@ -280,5 +283,78 @@ describe('HTTP sink (webhooks)', () => {
     const d = [...receiver.unique.values()].find((x) => x.path === '/batch/batch.Batch')!;
     expect(d.headers['content-type']).toBe('application/json');
     expect(receiver.badSignatures).toBe(0);
+  });
+  it('relay kill -9 storm (the CLI, secret from WEBHOOK_SECRET_FILE): every kill with requests in flight; 0 lost, key order kept (duplicates counted)', async () => {
+    const args = [
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'http',
+      '--http-url',
+      `${receiver.url}/storm/{topic}`,
+      '--topic-template',
+      'storm.{aggregate_type}',
+      ...FAST,
+    ];
+    const env = { WEBHOOK_SECRET_FILE: join(dir, 'secrets') };
+    const load = backgroundInserts('Storm', 10);
+    onTestFinished(() => void load.stop());
+    let current: RelayProcess | null = null;
+    onTestFinished(() => current?.kill('SIGKILL'));
+    const taken = () => [...receiver.unique.values()].filter((d) => d.path.startsWith('/storm/')).length;
+    const KILLS = 5;
+    for (let k = 0; k < KILLS; k++) {
+      current = spawnCli(args, env);
+      await current.waitForLog(/streaming from the slot/, 60_000);
+      const before = taken();
+      await waitFor(() => taken() >= before + 200, { timeoutMs: 60_000, message: `relay ${k} publishing` });
+      current.kill('SIGKILL');
+      expect(await current.exited).toBe('SIGKILL');
+    }
+    const rounds = await load.stop();
+    current = spawnCli(args, env);
+    await current.waitForLog(/streaming from the slot/, 60_000);
+    await settled(load.ids, 120_000);
+    current.kill('SIGTERM');
+    expect(await current.exited).toBe(0);
+    expect(current.logs()).not.toContain(NEW_SECRET.slice(6));
+    expect(current.logs()).not.toContain(OLD_SECRET.slice(6));
+    current = null;
+    const j = await joined(load.ids);
+    expect(j.lost).toEqual([]);
+    expect(j.rows.every((x) => x.status === 'published')).toBe(true);
+    const rep = seqReport(seen('storm'), 10, rounds);
+    expect(rep.missing).toEqual([]);
+    expect(rep.violations).toEqual([]);
+    expect(receiver.badSignatures).toBe(0);
+    console.log(
+      `HTTP relay kill -9 storm: ${KILLS} kills, ${rounds * 10} events, 0 lost, ${rep.duplicates} duplicates delivered, ${rep.violations.length} order violations`,
+    );
+  }, 400_000);
+
+  it('check: the receiver answering passes (no event sent); a dead port, a missing secret and a bad URL fail naming the fix', async () => {
+    const base = ['check', '--database-url', db.url, '--slot', slotOf(db), '--sink', 'http'];
+    const env = { WEBHOOK_SECRET_FILE: join(dir, 'secrets') };
+    const ok = spawnCli([...base, '--http-url', `${receiver.url}/check/{topic}`], env);
+    expect(await ok.exited).toBe(0);
+    expect(ok.logs()).toMatch(/webhook receiver answered/);
+    expect(receiver.delivered).toEqual([]);
+    const dead = spawnCli([...base, '--http-url', 'http://127.0.0.1:1/hook'], env);
+    expect(await dead.exited).toBe(69);
+    expect(dead.logs() + dead.stdout()).toMatch(
+      /could not reach the webhook receiver http:\/\/127\.0\.0\.1:1\/hook: .*ECONNREFUSED[\s\S]*--http-ca-file/,
+    );
+    const noSecret = spawnCli([...base, '--http-url', `${receiver.url}/x`]);
+    expect(await noSecret.exited).toBe(78);
+    expect(noSecret.logs() + noSecret.stdout()).toMatch(
+      /--http-secret .*is required with --sink http: set WEBHOOK_SECRET_FILE/,
+    );
+    // A bad flag is a usage error (64); the same value from the environment would be 78.
+    const badUrl = spawnCli([...base, '--http-url', 'ftp://hooks/{topik}'], env);
+    expect(await badUrl.exited).toBe(64);
+    expect(badUrl.logs() + badUrl.stdout()).toMatch(/unknown placeholder "\{topik\}"/);
   });
 });
