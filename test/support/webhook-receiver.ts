@@ -13,6 +13,7 @@
  * - Can be killed (server closed, every connection destroyed) and restarted on the same port.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { type PortLease, reservePort } from '../../src/dev/ports.ts';
@@ -49,16 +50,27 @@ export class WebhookReceiver {
   readonly #hanging = new Set<ServerResponse>();
   #server: Server | null = null;
   readonly #lease: PortLease;
+  readonly #journal: string | undefined;
 
-  private constructor(lease: PortLease, keys: Buffer[]) {
+  private constructor(lease: PortLease, keys: Buffer[], journal: string | undefined) {
     this.#lease = lease;
     this.keys = keys;
+    this.#journal = journal;
   }
 
-  /** `secrets`: the whsec_ secrets this receiver verifies with (any one matching is enough). */
-  static async start(secrets: string[]): Promise<WebhookReceiver> {
+  /**
+   * `secrets`: the whsec_ secrets this receiver verifies with (any one matching is enough).
+   * `port`: this one (a process of its own restarted on it, the chaos receiver), else one reserved.
+   * `journal`: a file each accepted event is appended to (one JSON line, written before the 2xx
+   * goes out, so it survives a kill -9 of this process): the chaos scenarios' read-back.
+   */
+  static async start(
+    secrets: string[],
+    opts: { port?: number; journal?: string } = {},
+  ): Promise<WebhookReceiver> {
     const keys = secrets.map((s) => Buffer.from(s.replace(/^whsec_/, ''), 'base64'));
-    const r = new WebhookReceiver(await reservePort(), keys);
+    const lease = opts.port !== undefined ? { port: opts.port, release() {} } : await reservePort();
+    const r = new WebhookReceiver(lease, keys, opts.journal);
     await r.restart();
     return r;
   }
@@ -168,6 +180,11 @@ export class WebhookReceiver {
         const d: Delivery = { ...e, path: req.url ?? '', headers: req.headers, body: e.body };
         this.delivered.push(d);
         if (!this.unique.has(d.id)) this.unique.set(d.id, d);
+        if (this.#journal)
+          appendFileSync(
+            this.#journal,
+            `${JSON.stringify({ id: d.id, topic: String(req.headers['outbox-topic'] ?? ''), value: d.body.toString('base64') })}\n`,
+          );
       }
     const headers: Record<string, string> = {};
     if (answer.retryAfter !== undefined) headers['retry-after'] = answer.retryAfter;
