@@ -1,10 +1,15 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { loadConfig } from '../../src/config/load.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
+import type { OutboundMessage } from '../../src/route/event.ts';
 import { HttpSink } from '../../src/sinks/http/http-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
@@ -356,5 +361,133 @@ describe('HTTP sink (webhooks)', () => {
     const badUrl = spawnCli([...base, '--http-url', 'ftp://hooks/{topik}'], env);
     expect(await badUrl.exited).toBe(64);
     expect(badUrl.logs() + badUrl.stdout()).toMatch(/unknown placeholder "\{topik\}"/);
+  });
+  it('https with --http-ca-file: a receiver whose certificate a private CA signed is reached; without the CA the TLS failure is transient (nothing lost)', async () => {
+    // A CA and a server certificate for 127.0.0.1, made with the machine's openssl.
+    const tls = join(dir, 'tls');
+    mkdirSync(tls, { recursive: true });
+    const ssl = (...a: string[]) => execFileSync('openssl', a, { cwd: tls, stdio: 'ignore' });
+    ssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=relay-test-ca',
+    );
+    ssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'srv.key',
+      '-out',
+      'srv.csr',
+      '-subj',
+      '/CN=127.0.0.1',
+    );
+    writeFileSync(join(tls, 'ext'), 'subjectAltName=IP:127.0.0.1\n');
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      'srv.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'srv.pem',
+      '-days',
+      '1',
+      '-extfile',
+      'ext',
+    );
+    const got: string[] = [];
+    const server = createHttpsServer(
+      { key: readFileSync(join(tls, 'srv.key')), cert: readFileSync(join(tls, 'srv.pem')) },
+      (req, res) => {
+        got.push(String(req.headers['webhook-id']));
+        req.resume();
+        req.on('end', () => res.writeHead(204).end());
+      },
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    onTestFinished(async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    });
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/{topic}`;
+    const sinkWith = (extra: string[]) => {
+      const { config } = loadConfig(
+        'run',
+        [
+          '--database-url',
+          db.url,
+          '--sink',
+          'http',
+          '--http-url',
+          url,
+          '--http-secret-file',
+          join(dir, 'secrets'),
+          '--http-timeout-ms',
+          '3000',
+          ...extra,
+        ],
+        {},
+      );
+      return new HttpSink(config, silentLogger());
+    };
+    const m: OutboundMessage = {
+      topic: 'tls.Order',
+      key: 'o1',
+      value: Buffer.from('{"seq":0}'),
+      headers: { id: 'e1' },
+      timestamp: Date.now(),
+      bytes: 0,
+      event: {
+        id: '1',
+        eventId: 'tls-event-1',
+        aggregateType: 'Order',
+        aggregateId: 'o1',
+        eventType: 'Created',
+        payload: null,
+        contentType: 'application/json',
+        headers: {},
+        traceparent: null,
+        createdAt: new Date(),
+        lsn: 0n,
+        commitTimeMs: 0,
+        xid: 0,
+      },
+    };
+    const untrusting = sinkWith([]);
+    try {
+      const e = await untrusting.publish([m]).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(untrusting.classify(e)).toMatchObject({ class: 'transient', reason: 'CONNECTION' });
+      expect(untrusting.classify(e).message).toMatch(/certificate/i);
+      expect(got).toEqual([]);
+    } finally {
+      await untrusting.stop();
+    }
+    const trusting = sinkWith(['--http-ca-file', join(tls, 'ca.pem')]);
+    try {
+      await trusting.publish([m]);
+      expect(got).toEqual(['tls-event-1']);
+    } finally {
+      await trusting.stop();
+    }
   });
 });
