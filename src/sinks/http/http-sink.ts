@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent } from 'undici';
 import type { Config } from '../../config/load.ts';
@@ -61,7 +62,7 @@ export class HttpSink implements Sink {
   readonly name = 'http';
   readonly #c: HttpSinkConfig;
   readonly #log: Logger;
-  readonly #keys: Buffer[];
+  readonly #keys: KeyObject[];
   #agent: Agent | null = null;
   #targets = new Map<string, Target>();
   #tail: Promise<unknown> = Promise.resolve();
@@ -77,7 +78,7 @@ export class HttpSink implements Sink {
   constructor(c: HttpSinkConfig, log: Logger) {
     this.#c = c;
     this.#log = log.child({ component: 'http' });
-    this.#keys = parseSecrets(c.httpSecret ?? '');
+    this.#keys = parseSecrets(c.httpSecret ?? '').map((k) => createSecretKey(k));
   }
 
   async start(): Promise<void> {
