@@ -9,14 +9,14 @@
  *
  *   node bench/http-trivial-producer.ts URL SECRET WINDOW VALUE_BYTES
  */
-import { createHmac, randomUUID } from 'node:crypto';
+import { createHmac, createSecretKey, randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { Agent } from 'undici';
 
 const [url, secret, windowArg, valueBytesArg] = process.argv.slice(2);
 const window = Number(windowArg);
 const valueBytes = Number(valueBytesArg);
-const key = Buffer.from(secret!.replace(/^whsec_/, ''), 'base64');
+const key = createSecretKey(Buffer.from(secret!.replace(/^whsec_/, ''), 'base64'));
 const target = new URL(url!);
 const agent = new Agent({ connections: window, pipelining: 1 });
 
