@@ -270,13 +270,17 @@ export class HttpSink implements Sink {
   }
 }
 
-/** --http-url with {topic}, {aggregate_type} and {event_type} filled in, each percent-encoded. */
+/**
+ * --http-url with {topic}, {aggregate_type} and {event_type} filled in, each percent-encoded (a
+ * lone surrogate, on which encodeURIComponent throws, becomes U+FFFD first: rows are hostile).
+ */
 export function urlFor(template: string, m: Pick<OutboundMessage, 'topic' | 'event'>): string {
   if (!template.includes('{')) return template;
+  const enc = (v: string) => encodeURIComponent(Buffer.from(v, 'utf8').toString('utf8'));
   return template
-    .replaceAll('{topic}', encodeURIComponent(m.topic))
-    .replaceAll('{aggregate_type}', encodeURIComponent(m.event.aggregateType))
-    .replaceAll('{event_type}', encodeURIComponent(m.event.eventType));
+    .replaceAll('{topic}', enc(m.topic))
+    .replaceAll('{aggregate_type}', enc(m.event.aggregateType))
+    .replaceAll('{event_type}', enc(m.event.eventType));
 }
 
 function header(v: string | string[] | undefined): string | undefined {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { OutboundMessage } from '../../route/event.ts';
 import { batchBody, batchId } from './batch-body.ts';
+import { urlFor } from './http-sink.ts';
 import { eventHeaders, headerField, headerName } from './request-headers.ts';
 
 function message(
@@ -111,5 +112,16 @@ describe('batch body', () => {
     expect(batchId([json, text])).toBe(batchId([json, text]));
     expect(batchId([json, text])).not.toBe(batchId([json]));
     expect(batchId([json])).toMatch(/^batch_[A-Za-z0-9_-]{32}$/);
+  });
+});
+
+describe('urlFor', () => {
+  it('fills the placeholders percent-encoded; a lone surrogate does not throw', () => {
+    const m = message({}, '{}', 'a b/ü');
+    expect(urlFor('https://h/{topic}?t={event_type}&a={aggregate_type}', m)).toBe(
+      'https://h/a%20b%2F%C3%BC?t=Created&a=Order',
+    );
+    expect(urlFor('https://h/{topic}', { ...m, topic: 'x\ud800' })).toBe('https://h/x%EF%BF%BD');
+    expect(urlFor('https://h/fixed', m)).toBe('https://h/fixed');
   });
 });
