@@ -79,10 +79,25 @@ describe('event headers as HTTP headers', () => {
     expect(eventHeaders(message({ traceparent: 'nonsense' })).traceparent).toBeUndefined();
   });
 
-  it('two names that differ only by case would be one header: the event fails (INVALID_EVENT)', () => {
-    expect(() => eventHeaders(message({ Tenant: 'a', tenant: 'b' }))).toThrow(
-      expect.objectContaining({ code: 'INVALID_EVENT' }),
+  it('names that differ only by case all arrive: those with capitals keep them, escaped', () => {
+    const h = eventHeaders(
+      message({
+        Tenant: 'a',
+        tenant: 'b',
+        TENANT: 'c',
+        'Content-Type': 'x',
+        'content-type': 'y',
+        Other: 'z',
+      }),
     );
+    expect(h['outbox-header-tenant']).toBe('b');
+    expect(h['outbox-header-%54enant']).toBe('a');
+    expect(h['outbox-header-%54%45%4e%41%4e%54']).toBe('c');
+    expect(h['outbox-header-%43ontent-%54ype']).toBe('x');
+    expect(h['outbox-header-content-type']).toBe('y');
+    // A capital with no lowercase twin is simply lowercased.
+    expect(h['outbox-header-other']).toBe('z');
+    for (const k of Object.keys(h)) expect(k).toMatch(NAME);
   });
 });
 

@@ -5,9 +5,10 @@
  *
  * - name: `outbox-header-` + the name lowercased, each byte outside HTTP's token characters (and
  *   `%` itself) written %xx of its UTF-8 (`tenant id` → `outbox-header-tenant%20id`; lowercase hex,
- *   as the whole name is lowercase). Two names
- *   that differ only by case would become one header: the event fails (INVALID_EVENT), since one
- *   of the values would be lost.
+ *   as the whole name is lowercase). HTTP names ignore case, so where the event has names that
+ *   differ only by case (`Tenant` and `tenant`: a row's own `Content-Type` beside the relay's
+ *   `content-type`), those with capitals keep them, escaped (`Tenant` → `outbox-header-%54enant`):
+ *   no value is lost, and the lowercase one stays as it is.
  * - value: as it is when it is printable ASCII without leading or trailing blanks; otherwise the
  *   name gets a `*` and the value is RFC 8187's extended form, `UTF-8''` + percent-encoded UTF-8
  *   (`outbox-header-city*: UTF-8''K%C3%B6ln`), which keeps every byte.
@@ -36,13 +37,14 @@ function percentEncode(s: string, keep: (ch: string) => boolean, hex: (h: string
   return out;
 }
 
-export function headerName(name: string): string {
-  const lower = name.toLowerCase();
-  if (TOKEN.test(lower)) return `${HEADER_PREFIX}${lower}`;
+/** `keepCase`: capitals are escaped (%xx), not lowercased — for names whose lowercase another name shares. */
+export function headerName(name: string, keepCase = false): string {
+  const n = keepCase ? name : name.toLowerCase();
+  if (TOKEN.test(n)) return `${HEADER_PREFIX}${n}`;
   return (
     HEADER_PREFIX +
     percentEncode(
-      lower,
+      n,
       (ch) => TOKEN.test(ch),
       (h) => h,
     )
@@ -64,21 +66,33 @@ export function headerField(name: string, value: string): [string, string] {
 
 /**
  * The HTTP headers carrying one event's headers and topic (not the signature, not the content
- * type: the sink adds those). Throws INVALID_EVENT when two header names collide.
+ * type: the sink adds those). Throws INVALID_EVENT if two names still came out the same (the
+ * encoding above is meant to make that impossible).
  */
 export function eventHeaders(m: OutboundMessage, into: Record<string, string> = {}): Record<string, string> {
   const [tn, tv] = headerField('outbox-topic', m.topic);
   into[tn] = tv;
+  // How many names share each lowercase form (only when some name has capitals): those with
+  // capitals among them keep them, escaped.
+  let shared: Map<string, number> | null = null;
+  for (const k in m.headers)
+    if (Object.hasOwn(m.headers, k) && k !== k.toLowerCase()) {
+      shared = new Map();
+      for (const n of Object.keys(m.headers))
+        shared.set(n.toLowerCase(), (shared.get(n.toLowerCase()) ?? 0) + 1);
+      break;
+    }
   for (const k in m.headers) {
     if (!Object.hasOwn(m.headers, k)) continue;
     const raw: unknown = m.headers[k];
     const value = typeof raw === 'string' ? raw : JSON.stringify(raw ?? null);
-    const [name, v] = headerField(headerName(k), value);
+    const keepCase = shared !== null && k !== k.toLowerCase() && shared.get(k.toLowerCase())! > 1;
+    const [name, v] = headerField(headerName(k, keepCase), value);
     const plain = name.endsWith('*') ? name.slice(0, -1) : name;
     if (into[plain] !== undefined || into[`${plain}*`] !== undefined)
       throw new HttpSinkError(
         'INVALID_EVENT',
-        `the event's headers ${JSON.stringify(k)} and another name differing only by case (or by an escape) would be the same HTTP header ${JSON.stringify(plain)}: rename one in the outbox row`,
+        `the event's header ${JSON.stringify(k)} and another one would be the same HTTP header ${JSON.stringify(plain)}: rename one in the outbox row`,
       );
     into[name] = v;
   }
