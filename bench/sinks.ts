@@ -1,7 +1,8 @@
 /**
- * The bench's NATS JetStream and RabbitMQ sections (issue 23): a throwaway server of each (the
- * test harness's, never the machine's shared services), what the relay needs on it, how many
- * messages a drain left there, and a live reader.
+ * The bench's NATS JetStream, RabbitMQ and HTTP sections (issues 23, 38): a throwaway server of
+ * each (the test harness's, never the machine's shared services; for HTTP a webhook receiver in
+ * this process), what the relay needs on it, how many messages a drain left there, and a live
+ * reader.
  *
  * What "ack time" is, per sink (the clock a live run stops):
  * - NATS: the stream message's timestamp, which the server takes when it stores the message,
@@ -11,8 +12,13 @@
  *   consumer of the bound queue (prefetch 1,000, auto-ack, on loopback) receives the message: an
  *   upper bound of commit → confirm, by a delivery hop (the broker enqueues, confirms and delivers
  *   the persistent message to a waiting consumer in the same round).
+ * - HTTP: the receiver's clock when a request's body has arrived and its signature verified,
+ *   just before it answers 204 (the relay's acknowledgement is that answer, one loopback hop later).
  */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
@@ -20,10 +26,15 @@ import { OPTIONS } from '../src/config/options.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
 import type { LiveReader } from './live.ts';
-import { startNatsTrivial, startRabbitTrivial, type TrivialProducer } from './trivial-producers.ts';
+import {
+  startHttpTrivial,
+  startNatsTrivial,
+  startRabbitTrivial,
+  type TrivialProducer,
+} from './trivial-producers.ts';
 
-export type SinkName = 'nats' | 'rabbitmq';
-export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
+export type SinkName = 'nats' | 'rabbitmq' | 'http';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'http'];
 
 export interface BenchSink {
   readonly name: SinkName;
@@ -41,9 +52,8 @@ export interface BenchSink {
 
 /** The relay's in-flight window for a sink: its flag in BENCH_RELAY_ARGS, else the option's default. */
 export function relayWindow(name: SinkName): number {
-  const spec = OPTIONS.find(
-    (o) => o.key === (name === 'nats' ? 'natsMaxPending' : 'rabbitmqMaxUnconfirmed'),
-  )!;
+  const key = { nats: 'natsMaxPending', rabbitmq: 'rabbitmqMaxUnconfirmed', http: 'httpMaxInFlight' }[name];
+  const spec = OPTIONS.find((o) => o.key === key)!;
   const args = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const i = args.indexOf(`--${spec.flag}`);
   return i >= 0 ? Number(args[i + 1]) : Number(spec.default);
@@ -156,12 +166,80 @@ async function rabbitSink(): Promise<BenchSink> {
   };
 }
 
+/**
+ * A webhook receiver in this process (node:http on loopback): it verifies each request's Standard
+ * Webhooks signature, as a receiver must, counts it by topic (the `outbox-topic` header) and
+ * answers 204. Its CPU is this process's: the bench process is otherwise idle during a drain.
+ */
+async function httpSink(): Promise<BenchSink> {
+  const secret = `whsec_${randomBytes(32).toString('base64')}`;
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const counts = new Map<string, number>();
+  const readers = new Map<string, (value: Buffer, atMs: number) => void>();
+  let bad = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const id = String(req.headers['webhook-id']);
+      const mac = createHmac('sha256', key)
+        .update(`${id}.${req.headers['webhook-timestamp']}.`)
+        .update(body)
+        .digest();
+      const given = String(req.headers['webhook-signature'] ?? '')
+        .split(' ')
+        .map((v) => Buffer.from(v.slice(3), 'base64'));
+      if (!given.some((g) => g.length === mac.length && timingSafeEqual(g, mac))) {
+        bad++;
+        res.writeHead(401).end();
+        return;
+      }
+      const topic = String(req.headers['outbox-topic']);
+      counts.set(topic, (counts.get(topic) ?? 0) + 1);
+      readers.get(topic)?.(body, performance.timeOrigin + performance.now());
+      res.writeHead(204).end();
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    name: 'http',
+    relayArgs: ['--sink', 'http', '--http-url', `${url}/hooks/{topic}`, '--http-secret', secret],
+    brokerPid: () => process.pid,
+    async takeStored(type) {
+      if (bad > 0) throw new Error(`the webhook receiver refused ${bad} requests with a bad signature`);
+      const n = counts.get(subject(type)) ?? 0;
+      counts.delete(subject(type));
+      return n;
+    },
+    liveReader(type) {
+      return {
+        async start(onRecord) {
+          readers.set(subject(type), onRecord);
+        },
+        async stop() {
+          readers.delete(subject(type));
+        },
+      };
+    },
+    startTrivial: (window) => startHttpTrivial(`${url}/hooks/${subject('Bulk')}`, secret, window),
+    async stop() {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
 /** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server). */
 export function sinkInstalled(name: SinkName): boolean {
+  if (name === 'http') return true;
   if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
   return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
 }
 
 export function startBenchSink(name: SinkName): Promise<BenchSink> {
+  if (name === 'http') return httpSink();
   return name === 'nats' ? natsSink() : rabbitSink();
 }

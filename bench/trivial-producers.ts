@@ -98,7 +98,19 @@ export function startNatsTrivial(url: string, subject: string, window: number) {
   return producerProcess(child, `trivial NATS publisher (nats.js core publish + PubAck; ${window} pending)`);
 }
 
-/** The line protocol both speak: "ready", then "run N" → "done <seconds>" | "failed <why>". */
+/** HTTP: bench/http-trivial-producer.ts POSTing signed webhooks to `url`, `window` in flight. */
+export function startHttpTrivial(url: string, secret: string, window: number) {
+  const script = fileURLToPath(new URL('./http-trivial-producer.ts', import.meta.url));
+  const child = spawn(process.execPath, [script, url, secret, String(window), String(VALUE_BYTES)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  return producerProcess(
+    child,
+    `trivial webhook sender (undici keep-alive pool, Standard Webhooks signed, 2xx counted; ${window} in flight)`,
+  );
+}
+
+/** The line protocol they all speak: "ready", then "run N" → "done <seconds>" | "failed <why>". */
 async function producerProcess(child: ChildProcess, label: string): Promise<TrivialProducer> {
   const w = watchChild(child);
   /** The next line of stdout (within 15 minutes). */

@@ -121,6 +121,11 @@ export interface Classified {
    * sending each event alone (src/outcome/decide.ts).
    */
   destinationWide?: true;
+  /**
+   * Transient only: the destination said when to try again (an HTTP receiver's Retry-After);
+   * the next attempt waits this long instead of the usual back-off (src/outcome/publish.ts).
+   */
+  retryAfterMs?: number;
 }
 
 export function isRelayError(e: unknown, code?: ErrorCode): e is RelayError {

@@ -3,13 +3,22 @@
  * test harness (test/support/nats-server.ts, rabbitmq-server.ts: their own ports, data and
  * processes — never the machine's shared services), set up as docs/sinks.md asks (a file-backed
  * stream with a duplicate window; a durable topic exchange and a quorum queue), how the relay
- * reaches them, and a read-back in the order the server stored.
+ * reaches them, and a read-back in the order the server stored. The HTTP sink's "server" is the
+ * tests' webhook receiver as a process of its own (test/support/webhook-receiver-process.ts:
+ * verifies every signature, journals each accepted event before answering 2xx), read back from
+ * its journal in arrival order.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { reservePort } from '../../src/dev/ports.ts';
 import { ThrowawayNats } from '../../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../../test/support/rabbitmq-server.ts';
 import type { BackRecord } from './read-back.ts';
 
-export type SinkServerName = 'nats' | 'rabbitmq';
+export type SinkServerName = 'nats' | 'rabbitmq' | 'http';
 
 export interface SinkServer {
   readonly name: SinkServerName;
@@ -83,6 +92,68 @@ async function rabbitServer(): Promise<SinkServer> {
   };
 }
 
+const RECEIVER = new URL('../../test/support/webhook-receiver-process.ts', import.meta.url).pathname;
+
+async function webhookReceiver(): Promise<SinkServer> {
+  const lease = await reservePort();
+  const dir = mkdtempSync(join(tmpdir(), 'chaos-webhook-'));
+  const secrets = join(dir, 'secrets');
+  const journal = join(dir, 'journal.ndjson');
+  writeFileSync(secrets, `whsec_${randomBytes(32).toString('base64')}\n`);
+  writeFileSync(journal, '');
+  let child: ChildProcess | null = null;
+  const start = async () => {
+    const c = spawn(process.execPath, [RECEIVER, String(lease.port), secrets, journal], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    child = c;
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      c.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('listening')) resolve();
+      });
+      c.once('exit', (code) => reject(new Error(`webhook receiver exited (${code}) before listening`)));
+    });
+  };
+  const stopChild = async () => {
+    const c = child;
+    child = null;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await gone;
+  };
+  await start();
+  return {
+    name: 'http',
+    relayArgs: [
+      ...['--sink', 'http', '--http-url', `http://127.0.0.1:${lease.port}/hooks/{topic}`],
+      ...['--http-secret-file', secrets, '--http-timeout-ms', '5000'],
+    ],
+    kill9: stopChild,
+    freeze: () => void child?.kill('SIGSTOP'),
+    thaw: () => void child?.kill('SIGCONT'),
+    restart: start,
+    async readBack() {
+      return readFileSync(journal, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l, i) => {
+          const j = JSON.parse(l) as { topic: string; value: string };
+          return record(j.topic, i, Buffer.from(j.value, 'base64'));
+        });
+    },
+    async stop() {
+      child?.kill('SIGCONT');
+      await stopChild();
+      lease.release();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 export function startSinkServer(name: SinkServerName): Promise<SinkServer> {
+  if (name === 'http') return webhookReceiver();
   return name === 'nats' ? natsServer() : rabbitServer();
 }

@@ -1,5 +1,5 @@
 /**
- * The NATS JetStream and RabbitMQ sinks under the faults the Kafka scenarios put the broker
+ * The NATS JetStream, RabbitMQ and HTTP (webhook) sinks under the faults the Kafka scenarios put the broker
  * through (issue 23): the server kill -9'd and restarted mid-stream, the server frozen (SIGSTOP,
  * longer than the PubAck / confirm timeout and the client's ping or heartbeat), and a storm of
  * relay kill -9s. Each reads back what the server stored, in its order (the stream's, the
@@ -134,12 +134,13 @@ function relayKillStorm(sink: SinkServerName): Scenario {
 }
 
 /**
- * `npm run chaos -- --group nats` / `--group rabbitmq`. Frozen longer than the PubAck / confirm
- * timeout (5 s here) and than the client's liveness check: NATS pings every 5 s and gives up
- * after 2 unanswered, RabbitMQ's heartbeat is 10 s.
+ * `npm run chaos -- --group nats` / `--group rabbitmq` / `--group http`. Frozen longer than the
+ * PubAck / confirm / request timeout (5 s here) and than the client's liveness check: NATS pings
+ * every 5 s and gives up after 2 unanswered, RabbitMQ's heartbeat is 10 s; the webhook receiver
+ * (SIGSTOP: connections are still accepted by the kernel, requests wait) has none.
  */
-export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq'] as const).flatMap((s) => [
+export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'http'] as const).flatMap((s) => [
   serverKill(s),
-  serverFreeze(s, s === 'nats' ? 15_000 : 25_000),
+  serverFreeze(s, s === 'rabbitmq' ? 25_000 : 15_000),
   relayKillStorm(s),
 ]);

@@ -20,6 +20,7 @@ import { readFailover } from '../replication/failover.ts';
 import { checkDatabase, checkPartitions } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
+import { checkWebhook } from '../sinks/http/preflight.ts';
 import { classifyKafkaError } from '../sinks/kafka/kafka-errors.ts';
 import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka/kafka-topics.ts';
@@ -209,6 +210,7 @@ async function main(argv: string[]): Promise<number> {
       // Failover findings never fail the check: the database can feed the relay; they say what a failover would cost.
       for (const f of failover.findings) log.warn({ finding: f.id, fix: f.fix }, f.text);
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
+      if (c.sink === 'http') await checkWebhook(c, log);
       log.info({ database: redactUrl(c.databaseUrl), failover: failover.state }, 'preflight passed');
       return EXIT.OK;
     }

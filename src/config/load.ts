@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ErrorCode, RelayError } from '../errors.ts';
@@ -6,6 +6,7 @@ import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
+import { parseSecrets } from '../sinks/http/webhook-signature.ts';
 import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -17,7 +18,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'nats' | 'rabbitmq' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -57,6 +58,12 @@ export interface Config {
   rabbitmqMaxUnconfirmed: number;
   rabbitmqTimeoutMs: number;
   rabbitmqManagementUrl?: string;
+  httpUrl?: string;
+  httpSecret?: string;
+  httpBatchSize: number;
+  httpTimeoutMs: number;
+  httpMaxInFlight: number;
+  httpCaFile?: string;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -541,6 +548,7 @@ export function validate(
     if (c.natsToken && c.natsUser)
       throw fail('natsToken', 'choose one way to authenticate: a token or a user and password');
   }
+  if ((command === 'run' || command === 'check') && c.sink === 'http') validateHttp(c, fail);
   if (command === 'run' && c.sink === 'rabbitmq') {
     if (!c.rabbitmqUrl)
       throw fail(
@@ -558,6 +566,39 @@ export function validate(
 
 /** Builds the error of a check: `need` for a combination, `fail` for one option's own value (validate's). */
 type Check = (key: string, why: string) => Error;
+
+/** --sink http: a URL template that makes http(s) URLs, and Standard Webhooks secrets (never shown). */
+function validateHttp(c: Config, fail: Check): void {
+  const url = c.httpUrl;
+  if (!url)
+    throw fail('httpUrl', 'is required with --sink http (e.g. WEBHOOK_URL=https://hooks.example/{topic})');
+  const unknown = /\{(?!(?:topic|aggregate_type|event_type)\})[^}]*\}?/.exec(url);
+  if (unknown)
+    throw fail(
+      'httpUrl',
+      `unknown placeholder ${JSON.stringify(unknown[0])}: use {topic}, {aggregate_type} or {event_type}`,
+    );
+  let u: URL | null = null;
+  try {
+    u = new URL(url.replace(/\{[a-z_]+\}/g, 'x'));
+  } catch {}
+  if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:'))
+    throw fail('httpUrl', `${JSON.stringify(redactUrl(url))} is not an http:// or https:// URL`);
+  if (u.username || u.password)
+    throw fail('httpUrl', 'must not hold credentials: receivers authenticate the relay by the signature');
+  if (!c.httpSecret)
+    throw fail(
+      'httpSecret',
+      'is required with --sink http: set WEBHOOK_SECRET_FILE (or --http-secret-file) to a file holding a Standard Webhooks secret, whsec_<base64> (make one: echo "whsec_$(openssl rand -base64 32)")',
+    );
+  try {
+    parseSecrets(c.httpSecret);
+  } catch (e) {
+    throw fail('httpSecret', (e as Error).message);
+  }
+  if (c.httpCaFile !== undefined && !existsSync(c.httpCaFile))
+    throw fail('httpCaFile', `${JSON.stringify(c.httpCaFile)} does not exist`);
+}
 
 /** Kafka's connection options: brokers as host:port, SASL with its credentials, mutual TLS with both files. */
 function validateKafkaClient(c: Config, need: Check, fail: Check, when: string): void {

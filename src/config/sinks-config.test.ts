@@ -67,4 +67,37 @@ describe('sink options', () => {
     expect((caught as Error).message).toMatch(/rabbitmq-management-url .*must be the management API/);
     expect((caught as Error).message).not.toContain('s3cret');
   });
+  it('--sink http needs an http(s) URL template and Standard Webhooks secrets, never shown', () => {
+    const secret = `whsec_${Buffer.alloc(32, 1).toString('base64')}`;
+    expect(run(['--sink', 'http'])).toThrow(/--http-url \/ WEBHOOK_URL: is required with --sink http/);
+    expect(run(['--sink', 'http', '--http-url', 'https://h/{aggregate}'])).toThrow(
+      /unknown placeholder "\{aggregate\}": use \{topic\}, \{aggregate_type\} or \{event_type\}/,
+    );
+    expect(run(['--sink', 'http', '--http-url', 'ftp://h/x'])).toThrow(
+      /is not an http:\/\/ or https:\/\/ URL/,
+    );
+    expect(run(['--sink', 'http', '--http-url', 'https://u:pw@h/x'])).toThrow(/must not hold credentials/);
+    expect(run(['--sink', 'http', '--http-url', 'https://h/{topic}'])).toThrow(
+      /--http-secret \/ WEBHOOK_SECRET: is required with --sink http: set WEBHOOK_SECRET_FILE/,
+    );
+    let caught: unknown;
+    try {
+      run(['--sink', 'http', '--http-url', 'https://h/{topic}'], { WEBHOOK_SECRET: `${secret} hunter2` })();
+    } catch (e) {
+      caught = e;
+    }
+    expect((caught as Error).message).toMatch(/secret 2 of 2 is not a Standard Webhooks secret/);
+    expect((caught as Error).message).not.toContain('hunter2');
+    const { config } = loadConfig('run', [...DB, '--sink', 'http'], {
+      WEBHOOK_URL: 'https://hooks.example/{topic}',
+      WEBHOOK_SECRET: secret,
+    });
+    expect(config).toMatchObject({ httpBatchSize: 1, httpTimeoutMs: 10_000, httpMaxInFlight: 64 });
+    expect(
+      run(['--sink', 'http', '--http-ca-file', '/nonexistent.pem'], {
+        WEBHOOK_URL: 'https://h/x',
+        WEBHOOK_SECRET: secret,
+      }),
+    ).toThrow(/--http-ca-file .*does not exist/);
+  });
 });

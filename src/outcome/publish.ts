@@ -57,7 +57,7 @@ export async function publishUntilDecided(
       metrics.transientErrors.inc({ dependency: 'broker', reason: r.reason });
       metrics.brokerOutage.set(1);
       outages.failed('broker', r.reason, r.message, { events: messages.length, attempt });
-      return new Again();
+      return new Again(undefined, r.retryAfterMs);
     },
     { signal, policy: outagePolicy(d.config) },
   );

@@ -21,6 +21,19 @@ describe('retryUntilAborted', () => {
     expect(errors).toEqual([1]);
   });
 
+  it("an Again with a delay (a receiver's Retry-After) waits exactly that, not by the policy", async () => {
+    const t0 = performance.now();
+    let n = 0;
+    const r = await retryUntilAborted(async () => (++n < 3 ? new Again(undefined, 40) : n), {
+      signal: new AbortController().signal,
+      policy: { initialMs: 600_000, maxMs: 600_000, factor: 1 },
+    });
+    expect(r).toBe(3);
+    const took = performance.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(75);
+    expect(took).toBeLessThan(10_000);
+  });
+
   it('returns null once aborted, during a wait or before the first attempt', async () => {
     const ac = new AbortController();
     let calls = 0;

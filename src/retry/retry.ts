@@ -12,8 +12,11 @@ export function outagePolicy(c: Pick<Config, 'retryInitialMs' | 'retryMaxMs'>): 
 /** Returned by an attempt that did not fail but is not done either: wait (by `policy`, if given) and try again. */
 export class Again {
   readonly policy: BackoffPolicy | undefined;
-  constructor(policy?: BackoffPolicy) {
+  /** Wait exactly this long (the destination said when: an HTTP Retry-After), not by the policy. */
+  readonly delayMs: number | undefined;
+  constructor(policy?: BackoffPolicy, delayMs?: number) {
     this.policy = policy;
+    this.delayMs = delayMs;
   }
 }
 
@@ -39,13 +42,15 @@ export async function retryUntilAborted<T>(
   for (let n = 1; ; n++) {
     if (o.signal.aborted) return null;
     let policy = o.policy;
+    let delayMs: number | undefined;
     try {
       const r = await attempt(n);
       if (!(r instanceof Again)) return r;
       policy = r.policy ?? o.policy;
+      delayMs = r.delayMs;
     } catch (e) {
       o.onError?.(e, n);
     }
-    await sleep(backoffDelay(policy, n), o.signal);
+    await sleep(delayMs ?? backoffDelay(policy, n), o.signal);
   }
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
+import { HttpSink } from './http/http-sink.ts';
 import { KafkaSink } from './kafka/kafka-sink.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
@@ -20,6 +21,8 @@ function brokerSink(c: Config, log: Logger): Sink {
       return new NatsSink(c, log);
     case 'rabbitmq':
       return new RabbitMqSink(c, log);
+    case 'http':
+      return new HttpSink(c, log);
     default:
       return new KafkaSink(c, log);
   }
