@@ -3,6 +3,7 @@ import type { Logger } from '../observability/logger.ts';
 import { KafkaSink } from './kafka.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
+import { RedisSink } from './redis/redis-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
@@ -20,6 +21,8 @@ function brokerSink(c: Config, log: Logger): Sink {
       return new NatsSink(c, log);
     case 'rabbitmq':
       return new RabbitMqSink(c, log);
+    case 'redis':
+      return new RedisSink(c, log);
     default:
       return new KafkaSink(c, log);
   }
