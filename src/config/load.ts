@@ -567,7 +567,7 @@ export function validate(
     if (command === 'run' && c.redisDedupTtlS < horizonS)
       throw fail(
         'redisDedupTtlS',
-        `${c.redisDedupTtlS} s is below the retry horizon of ${horizonS} s (--retry-max-ms + --redis-timeout-ms): a re-sent event could be stored twice; raise it (the default is 604800, 7 days) or lower --retry-max-ms`,
+        `${c.redisDedupTtlS} s is below the retry horizon of ${horizonS} s (--retry-max-ms + --redis-timeout-ms): a re-sent event could be stored twice; raise it (the default is 86400, 1 day) or lower --retry-max-ms`,
       );
   }
 }

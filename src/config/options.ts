@@ -574,10 +574,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: 'redis-dedup-ttl-s',
     env: 'REDIS_DEDUP_TTL_S',
     type: 'int',
-    default: 604800,
+    default: 86400,
     min: 1,
     group: 'Redis',
-    doc: 'How long (seconds) the key that marks an event id as stored lives: a re-send of the event within it is not stored again. Must cover the retry horizon (--retry-max-ms + --redis-timeout-ms) and the longest the relay may stay down; each key costs about 100 bytes of Redis memory (docs/sinks.md#redis-streams). Default 7 days.',
+    doc: 'How long (seconds) the key that marks an event id as stored lives: a re-send of the event within it is not stored again. Re-sends come within the retry horizon (--retry-max-ms + --redis-timeout-ms), or when the relay or Redis comes back after being down: a longer outage stores only the events in flight at its start twice. Each key costs about 210 bytes of Redis memory for the TTL (events/s × TTL × 210 B: 100/s for 1 day ≈ 1.8 GB); docs/sinks.md#redis-streams. Default 1 day.',
     commands: ['run'],
   },
   {
@@ -589,7 +589,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 0,
     group: 'Redis',
     doc: 'After each batch, WAIT until this many replicas have it (within --redis-timeout-ms); fewer is a transient failure and the batch is sent again. 0: the primary\u2019s acknowledgement is enough.',
-    commands: ['run'],
+    commands: TOPICS,
   },
   {
     key: 'redisTimeoutMs',

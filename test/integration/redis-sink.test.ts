@@ -152,7 +152,8 @@ describe('Redis Streams sink', () => {
     const key = `{happy.Customer}:dedup:${customer!.fields.id!.toString()}`;
     expect(await a.get(key)).toBe(customer!.entryId);
     const ttl = await a.pttl(key);
-    expect(ttl).toBeGreaterThan(604_000_000);
+    expect(ttl).toBeGreaterThan(86_000_000);
+    expect(ttl).toBeLessThanOrEqual(86_400_000);
     await waitFor(async () => parseLsn((await slotPosition(db)).confirmed) > parseLsn(commitLsn), {
       message: 'slot confirmed past the last commit',
     });
@@ -329,6 +330,23 @@ describe('Redis Streams sink', () => {
     expect(await warnings(redis.url)).toEqual([]);
     const [w] = await warnings(noAof.url);
     expect(w).toMatch(/no append-only file .*CONFIG SET appendonly yes/);
+
+    // `check --sink redis`: the same warning, exit 0; the password of REDIS_URL never in its output.
+    await (await noAof.admin()).config('SET', 'requirepass', 's3cret-pw');
+    const url = `redis://:s3cret-pw@127.0.0.1:${noAof.port}`;
+    const check = spawnCli(['check', '--database-url', db.url, '--sink', 'redis'], { REDIS_URL: url });
+    expect(await check.exited).toBe(0);
+    const out = check.logs() + check.stdout();
+    expect(out).toMatch(/no append-only file/);
+    expect(out).not.toContain('s3cret-pw');
+    const wrong = spawnCli(['check', '--database-url', db.url, '--sink', 'redis'], {
+      REDIS_URL: `redis://:wrong-pw@127.0.0.1:${noAof.port}`,
+    });
+    expect(await wrong.exited).not.toBe(0);
+    expect(wrong.logs() + wrong.stdout()).toMatch(
+      /check could not reach Redis at redis:\/\/[^ ]*127\.0\.0\.1.*WRONGPASS|NOAUTH/,
+    );
+    expect(wrong.logs() + wrong.stdout()).not.toContain('wrong-pw');
   });
 });
 

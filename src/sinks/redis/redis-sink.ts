@@ -103,9 +103,12 @@ export class RedisSink implements Sink {
           enableAutoPipelining: true,
           connectionName: 'outbox-relay',
         });
-        client.on('error', (e: Error) =>
-          this.#log.warn({ err: e.message, redis: redactUrl(this.#c.redisUrl!) }, 'Redis connection error'),
-        );
+        // The server's reason (WRONGPASS, ECONNREFUSED): connect() itself rejects with "Connection is closed.".
+        let reason: Error | null = null;
+        client.on('error', (e: Error) => {
+          reason = e;
+          this.#log.warn({ err: e.message, redis: redactUrl(this.#c.redisUrl!) }, 'Redis connection error');
+        });
         client.on('end', () => {
           if (this.#client === client) this.#client = null;
         });
@@ -116,7 +119,7 @@ export class RedisSink implements Sink {
           this.#maxBulk = await maxBulk(client);
         } catch (e) {
           client.disconnect();
-          throw e;
+          throw reason ?? e;
         }
         this.connections++;
         this.#client = client;
