@@ -562,7 +562,7 @@ export function validate(
       throw fail('redisUrl', 'must be redis://[user:password@]host:port[/db] or rediss://… (TLS)');
     if (command === 'run' && c.redisStreamTemplate.trim() === '')
       throw fail('redisStreamTemplate', 'is empty: name a stream, e.g. {topic} or outbox:{aggregate_type}');
-    // A re-send within the retry horizon must find the event's dedup key (docs/sinks.md#redis-streams).
+    // A re-send within the retry horizon must find the event's dedup key (docs/sinks.md, Redis Streams).
     const horizonS = Math.ceil((c.retryMaxMs + c.redisTimeoutMs) / 1000);
     if (command === 'run' && c.redisDedupTtlS < horizonS)
       throw fail(

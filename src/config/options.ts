@@ -537,7 +537,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: "The management plugin's HTTP API (http://host:15672; credentials in the URL, else the AMQP URL's). Optional: with it, the start warns about classic (not quorum) queues bound to the exchange; without it that check is skipped (AMQP cannot list bindings or queue types).",
     commands: ['run'],
   },
-  // --- Redis Streams (docs/sinks.md#redis-streams) ---
+  // --- Redis Streams (docs/sinks.md, Redis Streams) ---
   {
     key: 'redisUrl',
     flag: 'redis-url',
@@ -577,7 +577,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 86400,
     min: 1,
     group: 'Redis',
-    doc: 'How long (seconds) the key that marks an event id as stored lives: a re-send of the event within it is not stored again. Re-sends come within the retry horizon (--retry-max-ms + --redis-timeout-ms), or when the relay or Redis comes back after being down: a longer outage stores only the events in flight at its start twice. Each key costs about 210 bytes of Redis memory for the TTL (events/s × TTL × 210 B: 100/s for 1 day ≈ 1.8 GB); docs/sinks.md#redis-streams. Default 1 day.',
+    doc: 'How long (seconds) the key that marks an event id as stored lives: a re-send of the event within it is not stored again. Re-sends come within the retry horizon (--retry-max-ms + --redis-timeout-ms), or when the relay or Redis comes back after being down: a longer outage stores only the events in flight at its start twice. Each key costs about 210 bytes of Redis memory for the TTL (events/s × TTL × 210 B: 100/s for 1 day ≈ 1.8 GB); docs/sinks.md, Redis Streams. Default 1 day.',
     commands: ['run'],
   },
   {

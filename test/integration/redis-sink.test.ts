@@ -305,6 +305,8 @@ describe('Redis Streams sink', () => {
       { aggregateType: 'W', aggregateId: 'w1', eventType: 'Tick', payload: '{"seq":0}' },
     ]);
     await waitFor(async () => (await brokerErrors(r)) >= errors + 2, { message: 'WAIT refused twice' });
+    const reasons = (await r.metrics.transientErrors.get()).values.map((v) => v.labels.reason);
+    expect(reasons).toContain('NOT_ENOUGH_REPLICAS');
     expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
     expect((await statuses(ids)).get(ids[0]!)!.status).toBe('pending');
     const replica = await ThrowawayRedis.start();
@@ -380,6 +382,44 @@ describe('Redis Streams sink: an event over proto-max-bulk-len', () => {
     expect(
       stored.map((e) => `${e.fields['h:aggregate_id']}#${JSON.parse(e.fields.value!.toString()).seq}`),
     ).toEqual(['d1#0', 'd2#0', 'd1#2']);
+  });
+});
+
+describe('Redis Streams sink: maxmemory reached (noeviction)', () => {
+  let full: ThrowawayRedis;
+  beforeAll(async () => {
+    full = await ThrowawayRedis.start();
+  });
+  afterAll(async () => {
+    await full?.stop();
+  });
+
+  it('OOM is transient: nothing confirmed, the events stay pending; once memory is raised they are stored once, in order', async () => {
+    const a = await full.admin();
+    const used = Number(/used_memory:(\d+)/.exec(await a.info('memory'))![1]);
+    await a.config('SET', 'maxmemory-policy', 'noeviction');
+    await a.config('SET', 'maxmemory', String(used + 64 * 1024));
+    // Fill what is left with a string of the test's own, so the first XADD is refused.
+    await a.set('ballast', 'x'.repeat(200 * 1024)).catch(() => {});
+    const r = await startRelay('oom', [], full.url);
+    const errors = await brokerErrors(r);
+    const { ids, commitLsn } = await insertEventsReportingCommit(
+      db,
+      Array.from({ length: 20 }, (_, i) => ({
+        aggregateType: 'M',
+        aggregateId: `k${i % 2}`,
+        eventType: 'Tick',
+        payload: JSON.stringify({ seq: Math.floor(i / 2) }),
+      })),
+    );
+    await waitFor(async () => (await brokerErrors(r)) >= errors + 2, { message: 'OOM met twice' });
+    const reasons = (await r.metrics.transientErrors.get()).values.map((v) => v.labels.reason);
+    expect(reasons).toContain('OOM');
+    expect(parseLsn((await slotPosition(db)).confirmed) <= parseLsn(commitLsn)).toBe(true);
+    expect([...(await statuses(ids)).values()].every((s) => s.status === 'pending')).toBe(true);
+    await a.config('SET', 'maxmemory', '0');
+    await settled(ids);
+    expectClean(await report('oom.M', 2, 10, ids, full), 20);
   });
 });
 

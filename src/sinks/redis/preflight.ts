@@ -20,13 +20,13 @@ export function preflightWarnings(info: string, waitReplicas: number): string[] 
   const out: string[] = [];
   if (infoField(info, 'aof_enabled') !== '1')
     out.push(
-      'Redis has no append-only file (appendonly no): an entry the relay counts as delivered is in memory only, and a restart of Redis loses what came after its last RDB snapshot, which the relay will not send again. Turn it on: CONFIG SET appendonly yes (and appendonly yes in redis.conf), appendfsync everysec or always (docs/sinks.md#redis-streams)',
+      'Redis has no append-only file (appendonly no): an entry the relay counts as delivered is in memory only, and a restart of Redis loses what came after its last RDB snapshot, which the relay will not send again. Turn it on: CONFIG SET appendonly yes (and appendonly yes in redis.conf), appendfsync everysec or always (docs/sinks.md, Redis Streams)',
     );
   const policy = infoField(info, 'maxmemory_policy');
   const maxmemory = Number(infoField(info, 'maxmemory') ?? '0');
   if (maxmemory > 0 && policy && policy !== 'noeviction')
     out.push(
-      `Redis evicts keys when full (maxmemory-policy ${policy}): it may delete a stream${policy.startsWith('volatile') ? "'s dedup keys (they have a TTL), so re-sent events are stored twice" : ' or its dedup keys'}. Use CONFIG SET maxmemory-policy noeviction: a full Redis then refuses writes (OOM) and the relay waits (docs/sinks.md#redis-streams)`,
+      `Redis evicts keys when full (maxmemory-policy ${policy}): it may delete a stream${policy.startsWith('volatile') ? "'s dedup keys (they have a TTL), so re-sent events are stored twice" : ' or its dedup keys'}. Use CONFIG SET maxmemory-policy noeviction: a full Redis then refuses writes (OOM) and the relay waits (docs/sinks.md, Redis Streams)`,
     );
   const replicas = Number(infoField(info, 'connected_slaves') ?? '0');
   if (waitReplicas > replicas)

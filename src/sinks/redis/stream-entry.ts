@@ -1,6 +1,6 @@
 /**
  * What the Redis sink writes for one event, pure: the stream's name, the dedup key, the entry's
- * fields, and the Lua script that stores the entry once (docs/sinks.md#redis-streams).
+ * fields, and the Lua script that stores the entry once (docs/sinks.md, Redis Streams).
  */
 import type { OutboundMessage } from '../../route/event.ts';
 
