@@ -6,7 +6,7 @@
  *   npm run chaos                          every scenario, one after the other
  *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
  *   npm run chaos -- --group cluster       the cluster-fault matrix (every cluster-* scenario)
- *   npm run chaos -- --group nats          the NATS JetStream sink's (nats-*; rabbitmq-* likewise)
+ *   npm run chaos -- --group nats          the NATS JetStream sink's (nats-*; rabbitmq-*, redis-* likewise)
  *   npm run chaos -- --runs 5 …            each chosen scenario 5 times, one after the other
  *   npm run chaos -- --delivery exactly-once …   relays in exactly-once mode, read back read_committed:
  *                                          a duplicate then fails the scenario

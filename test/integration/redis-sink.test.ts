@@ -344,7 +344,7 @@ describe('Redis Streams sink', () => {
     const wrong = spawnCli(['check', '--database-url', db.url, '--sink', 'redis'], {
       REDIS_URL: `redis://:wrong-pw@127.0.0.1:${noAof.port}`,
     });
-    expect(await wrong.exited).not.toBe(0);
+    expect(await wrong.exited).toBe(69);
     expect(wrong.logs() + wrong.stdout()).toMatch(
       /check could not reach Redis at redis:\/\/[^ ]*127\.0\.0\.1.*WRONGPASS|NOAUTH/,
     );
