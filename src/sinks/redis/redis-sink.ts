@@ -5,11 +5,12 @@ import { redactUrl } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
+import { dedupId } from '../dedup-id.ts';
 import { type LaneDone, sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
 import { infoField, preflightWarnings } from './preflight.ts';
 import { classifyRedisError, RedisSinkError, replyCode } from './redis-errors.ts';
-import { DEDUP_SCRIPT, dedupId, dedupKey, entryFields, largestArgument, streamFor } from './stream-entry.ts';
+import { DEDUP_SCRIPT, dedupKey, entryFields, largestArgument, streamFor } from './stream-entry.ts';
 
 export type RedisSinkConfig = Pick<
   Config,

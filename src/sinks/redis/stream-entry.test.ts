@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { OutboundMessage } from '../../route/event.ts';
-import { dedupId, dedupKey, entryFields, hashTag, largestArgument, streamFor } from './stream-entry.ts';
+import { dedupId } from '../dedup-id.ts';
+import { dedupKey, entryFields, hashTag, largestArgument, streamFor } from './stream-entry.ts';
 
 function msg(
   o: { headers?: Record<string, string>; eventHeaders?: Record<string, unknown>; value?: Buffer | null } = {},

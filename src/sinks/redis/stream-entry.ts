@@ -48,21 +48,6 @@ export const HEADER_PREFIX = 'h:';
 /** Headers that are fixed fields already (`id`, `type`). */
 const AS_FIELDS = new Set(['id', 'event_type']);
 
-/** The header a replayed row carries (src/ops/replay.ts): a replay is a new message, not a re-send. */
-const REPLAY_HEADER = 'x-replay-of';
-/** The header the dead-letter copy of an event carries (src/sweeper/dead-letter.ts). */
-const DEAD_LETTER_HEADER = 'x-dlq-original-topic';
-
-/**
- * The id re-sends are recognised by: the event id. A replay (a new row copying an old event) and a
- * dead-letter copy get ids of their own, so they are not taken for re-sends of the original.
- */
-export function dedupId(m: OutboundMessage): string {
-  const e = m.event;
-  if (m.headers[DEAD_LETTER_HEADER] !== undefined) return `${e.eventId}:dead-letter`;
-  return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
-}
-
 /**
  * The stream of an event: --redis-stream-template with {topic}, {aggregate_type} and {event_type}
  * filled in. Other braces stay: `{orders}.events` is a name with a hash tag.
