@@ -50,14 +50,17 @@ export type SinkLive = { name: SinkName; live: LiveResult; relayCpu: number };
 const SINK_LABEL: Record<SinkName, string> = {
   nats: 'relay → NATS JetStream (PubAck)',
   rabbitmq: 'relay → RabbitMQ (publisher confirms)',
+  redis: 'relay → Redis Streams (dedup script reply)',
 };
 const TRIVIAL_LABEL: Record<SinkName, string> = {
   nats: 'trivial NATS publisher (nats.js, PubAck; no database)',
   rabbitmq: 'trivial RabbitMQ producer (Java, confirms; no database)',
+  redis: 'trivial Redis client (ioredis, the same dedup script; no database)',
 };
 const SINK_ACK: Record<SinkName, string> = {
   nats: "stream message timestamp (the server's, at store, before the PubAck)",
   rabbitmq: 'receipt by a consumer of the quorum queue (confirm time + a delivery hop: an upper bound)',
+  redis: "the entry id's milliseconds (the server's clock at XADD, before the reply)",
 };
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
 /** One round of the exactly-once section: the bulk drain in each delivery mode, seconds apart. */

@@ -1,5 +1,5 @@
 /**
- * The bench's NATS JetStream and RabbitMQ sections (issue 23): a throwaway server of each (the
+ * The bench's NATS JetStream, RabbitMQ and Redis Streams sections (issues 23, 38): a throwaway server of each (the
  * test harness's, never the machine's shared services), what the relay needs on it, how many
  * messages a drain left there, and a live reader.
  *
@@ -11,19 +11,35 @@
  *   consumer of the bound queue (prefetch 1,000, auto-ack, on loopback) receives the message: an
  *   upper bound of commit → confirm, by a delivery hop (the broker enqueues, confirms and delivers
  *   the persistent message to a waiting consumer in the same round).
+ * - Redis: the entry id's milliseconds — the server's clock when XADD stored the entry, before the
+ *   script's reply. Read back by XREAD BLOCK.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
+import type { Redis } from 'ioredis';
 import { OPTIONS } from '../src/config/options.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
+import { REDIS_SERVER, ThrowawayRedis } from '../test/support/redis-server.ts';
 import type { LiveReader } from './live.ts';
-import { startNatsTrivial, startRabbitTrivial, type TrivialProducer } from './trivial-producers.ts';
+import {
+  startNatsTrivial,
+  startRabbitTrivial,
+  startRedisTrivial,
+  type TrivialProducer,
+} from './trivial-producers.ts';
 
-export type SinkName = 'nats' | 'rabbitmq';
-export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
+export type SinkName = 'nats' | 'rabbitmq' | 'redis';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'redis'];
+
+/** Each sink's in-flight window option. */
+const WINDOW_OPTION: Record<SinkName, string> = {
+  nats: 'natsMaxPending',
+  rabbitmq: 'rabbitmqMaxUnconfirmed',
+  redis: 'redisMaxPending',
+};
 
 export interface BenchSink {
   readonly name: SinkName;
@@ -41,9 +57,7 @@ export interface BenchSink {
 
 /** The relay's in-flight window for a sink: its flag in BENCH_RELAY_ARGS, else the option's default. */
 export function relayWindow(name: SinkName): number {
-  const spec = OPTIONS.find(
-    (o) => o.key === (name === 'nats' ? 'natsMaxPending' : 'rabbitmqMaxUnconfirmed'),
-  )!;
+  const spec = OPTIONS.find((o) => o.key === WINDOW_OPTION[name])!;
   const args = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const i = args.indexOf(`--${spec.flag}`);
   return i >= 0 ? Number(args[i + 1]) : Number(spec.default);
@@ -156,12 +170,79 @@ async function rabbitSink(): Promise<BenchSink> {
   };
 }
 
-/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server). */
+/**
+ * A redis-server of its own (appendonly yes, appendfsync everysec), one stream per aggregate type.
+ * Every drain sends the same backlog (the same event ids): takeStored deletes the stream and its
+ * dedup keys, or the next drain's events would be found stored already and not written.
+ */
+async function redisSink(): Promise<BenchSink> {
+  const server = await ThrowawayRedis.start();
+  return {
+    name: 'redis',
+    relayArgs: ['--sink', 'redis', '--redis-url', server.url],
+    brokerPid: () => server.pid,
+    async takeStored(type) {
+      const a = await server.admin();
+      const stream = subject(type);
+      const n = await a.xlen(stream);
+      let cursor = '0';
+      do {
+        const [next, keys] = await a.scan(cursor, 'MATCH', `{${stream}}:dedup:*`, 'COUNT', 10_000);
+        if (keys.length > 0) await a.unlink(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      await a.unlink(stream);
+      return n;
+    },
+    liveReader(type) {
+      let running = false;
+      let loop: Promise<void> = Promise.resolve();
+      let reader: Redis | null = null;
+      return {
+        async start(onRecord) {
+          reader = (await server.admin()).duplicate();
+          running = true;
+          let last = '$';
+          loop = (async () => {
+            while (running) {
+              const r = (await reader!.xreadBuffer(
+                'COUNT',
+                1000,
+                'BLOCK',
+                200,
+                'STREAMS',
+                subject(type),
+                last,
+              )) as [Buffer, [Buffer, Buffer[]][]][] | null;
+              for (const [, entries] of r ?? [])
+                for (const [id, kv] of entries) {
+                  last = id.toString();
+                  const vi = kv.findIndex((f, i) => i % 2 === 0 && f.toString() === 'value');
+                  onRecord(vi >= 0 ? kv[vi + 1]! : Buffer.alloc(0), Number(last.slice(0, last.indexOf('-'))));
+                }
+            }
+          })();
+        },
+        stop: async () => {
+          running = false;
+          await loop.catch(() => {});
+          reader?.disconnect();
+        },
+      };
+    },
+    startTrivial: (window) => startRedisTrivial(server.url, subject('Bulk'), window),
+    stop: () => server.stop(),
+  };
+}
+
+/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server, redis-server). */
 export function sinkInstalled(name: SinkName): boolean {
   if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
+  if (name === 'redis') return existsSync(REDIS_SERVER);
   return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
 }
 
 export function startBenchSink(name: SinkName): Promise<BenchSink> {
-  return name === 'nats' ? natsSink() : rabbitSink();
+  if (name === 'nats') return natsSink();
+  return name === 'rabbitmq' ? rabbitSink() : redisSink();
 }
