@@ -158,12 +158,13 @@ export class RedisSink implements Sink {
     );
     if (failures.length > 0) {
       const first = failures.find((f) => this.classify(f.error).class === 'permanent') ?? failures[0]!;
-      // A connection that failed a command for its own reasons is not used again.
-      if (
-        this.classify(first.error).class === 'transient' &&
-        !replyCode((first.error as Error).message ?? '')
-      )
-        this.#drop(client);
+      // A connection that failed a command for its own reasons (closed, timed out) is not used
+      // again; an error reply (OOM, WRONGTYPE) leaves it in step.
+      const broken = (e: unknown) =>
+        this.classify(e).class === 'transient' &&
+        !(e instanceof RedisSinkError) &&
+        !replyCode((e as Error)?.message ?? '');
+      if (failures.some((f) => broken(f.error))) this.#drop(client);
       throw first.error;
     }
     const n = this.#c.redisWaitReplicas;
