@@ -3,7 +3,7 @@
  * one `npm run bench` drain (±10 % on this machine). Each round drains one slot per variant, in
  * alternating order; the figures are medians over the rounds.
  *
- *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka|nats|rabbitmq] [--rounds 5] [--rows 100000]
+ *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka|nats|rabbitmq|redis] [--rounds 5] [--rows 100000]
  *                       [--a-node-args='--max-semi-space-size=16'] [--b-node-args=…]
  *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
  *                       [--live 30 [--live-rate 2000]]

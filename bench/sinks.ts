@@ -1,8 +1,8 @@
 /**
- * The bench's NATS JetStream, RabbitMQ and HTTP sections (issues 23, 38): a throwaway server of
- * each (the test harness's, never the machine's shared services; for HTTP a webhook receiver in
- * this process), what the relay needs on it, how many messages a drain left there, and a live
- * reader.
+ * The bench's NATS JetStream, RabbitMQ, HTTP and Redis Streams sections (issues 23, 38): a
+ * throwaway server of each (the test harness's, never the machine's shared services; for HTTP a
+ * webhook receiver in this process), what the relay needs on it, how many messages a drain left
+ * there, and a live reader.
  *
  * What "ack time" is, per sink (the clock a live run stops):
  * - NATS: the stream message's timestamp, which the server takes when it stores the message,
@@ -14,6 +14,8 @@
  *   the persistent message to a waiting consumer in the same round).
  * - HTTP: the receiver's clock when a request's body has arrived and its signature verified,
  *   just before it answers 204 (the relay's acknowledgement is that answer, one loopback hop later).
+ * - Redis: the entry id's milliseconds — the server's clock when XADD stored the entry, before the
+ *   script's reply. Read back by XREAD BLOCK.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -22,19 +24,30 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
+import type { Redis } from 'ioredis';
 import { OPTIONS } from '../src/config/options.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
+import { REDIS_SERVER, ThrowawayRedis } from '../test/support/redis-server.ts';
 import type { LiveReader } from './live.ts';
 import {
   startHttpTrivial,
   startNatsTrivial,
   startRabbitTrivial,
+  startRedisTrivial,
   type TrivialProducer,
 } from './trivial-producers.ts';
 
-export type SinkName = 'nats' | 'rabbitmq' | 'http';
-export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'http'];
+export type SinkName = 'nats' | 'rabbitmq' | 'http' | 'redis';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'http', 'redis'];
+
+/** Each sink's in-flight window option. */
+const WINDOW_OPTION: Record<SinkName, string> = {
+  nats: 'natsMaxPending',
+  rabbitmq: 'rabbitmqMaxUnconfirmed',
+  http: 'httpMaxInFlight',
+  redis: 'redisMaxPending',
+};
 
 export interface BenchSink {
   readonly name: SinkName;
@@ -52,8 +65,7 @@ export interface BenchSink {
 
 /** The relay's in-flight window for a sink: its flag in BENCH_RELAY_ARGS, else the option's default. */
 export function relayWindow(name: SinkName): number {
-  const key = { nats: 'natsMaxPending', rabbitmq: 'rabbitmqMaxUnconfirmed', http: 'httpMaxInFlight' }[name];
-  const spec = OPTIONS.find((o) => o.key === key)!;
+  const spec = OPTIONS.find((o) => o.key === WINDOW_OPTION[name])!;
   const args = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const i = args.indexOf(`--${spec.flag}`);
   return i >= 0 ? Number(args[i + 1]) : Number(spec.default);
@@ -232,14 +244,81 @@ async function httpSink(): Promise<BenchSink> {
   };
 }
 
-/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server). */
+/**
+ * A redis-server of its own (appendonly yes, appendfsync everysec), one stream per aggregate type.
+ * Every drain sends the same backlog (the same event ids): takeStored deletes the stream and its
+ * dedup keys, or the next drain's events would be found stored already and not written.
+ */
+async function redisSink(): Promise<BenchSink> {
+  const server = await ThrowawayRedis.start();
+  return {
+    name: 'redis',
+    relayArgs: ['--sink', 'redis', '--redis-url', server.url],
+    brokerPid: () => server.pid,
+    async takeStored(type) {
+      const a = await server.admin();
+      const stream = subject(type);
+      const n = await a.xlen(stream);
+      let cursor = '0';
+      do {
+        const [next, keys] = await a.scan(cursor, 'MATCH', `{${stream}}:dedup:*`, 'COUNT', 10_000);
+        if (keys.length > 0) await a.unlink(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      await a.unlink(stream);
+      return n;
+    },
+    liveReader(type) {
+      let running = false;
+      let loop: Promise<void> = Promise.resolve();
+      let reader: Redis | null = null;
+      return {
+        async start(onRecord) {
+          reader = (await server.admin()).duplicate();
+          running = true;
+          let last = '$';
+          loop = (async () => {
+            while (running) {
+              const r = (await reader!.xreadBuffer(
+                'COUNT',
+                1000,
+                'BLOCK',
+                200,
+                'STREAMS',
+                subject(type),
+                last,
+              )) as [Buffer, [Buffer, Buffer[]][]][] | null;
+              for (const [, entries] of r ?? [])
+                for (const [id, kv] of entries) {
+                  last = id.toString();
+                  const vi = kv.findIndex((f, i) => i % 2 === 0 && f.toString() === 'value');
+                  onRecord(vi >= 0 ? kv[vi + 1]! : Buffer.alloc(0), Number(last.slice(0, last.indexOf('-'))));
+                }
+            }
+          })();
+        },
+        stop: async () => {
+          running = false;
+          await loop.catch(() => {});
+          reader?.disconnect();
+        },
+      };
+    },
+    startTrivial: (window) => startRedisTrivial(server.url, subject('Bulk'), window),
+    stop: () => server.stop(),
+  };
+}
+
+/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server, redis-server). */
 export function sinkInstalled(name: SinkName): boolean {
   if (name === 'http') return true;
   if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
+  if (name === 'redis') return existsSync(REDIS_SERVER);
   return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
 }
 
 export function startBenchSink(name: SinkName): Promise<BenchSink> {
   if (name === 'http') return httpSink();
-  return name === 'nats' ? natsSink() : rabbitSink();
+  if (name === 'nats') return natsSink();
+  return name === 'rabbitmq' ? rabbitSink() : redisSink();
 }

@@ -3,7 +3,8 @@
  * broker sink, a trivial producer with the relay's message size and headers, its acknowledgement
  * rule and its in-flight window, and no database — RabbitMQ's Java client (bench/RabbitTrivialProducer.java,
  * com.rabbitmq:amqp-client from Maven Central: confirms, persistent, mandatory) and nats.js core
- * publish with a reply inbox (bench/nats-trivial-producer.ts: PubAcks). It publishes the bulk backlog's count
+ * publish with a reply inbox (bench/nats-trivial-producer.ts: PubAcks), ioredis running the
+ * relay's dedup script (bench/redis-trivial-producer.ts). It publishes the bulk backlog's count
  * into the destination the relay's drain uses (the bench's stream / quorum queue), so the broker
  * does the same work; the ratio relay ÷ trivial producer of the same round says how much of the
  * gap to pg_recvlogical is the broker's on these shared cores.
@@ -107,6 +108,18 @@ export function startHttpTrivial(url: string, secret: string, window: number) {
   return producerProcess(
     child,
     `trivial webhook sender (undici keep-alive pool, Standard Webhooks signed, 2xx counted; ${window} in flight)`,
+  );
+}
+
+/** Redis: bench/redis-trivial-producer.ts running the relay's dedup script into `stream`, `window` awaiting replies. */
+export function startRedisTrivial(url: string, stream: string, window: number) {
+  const script = fileURLToPath(new URL('./redis-trivial-producer.ts', import.meta.url));
+  const child = spawn(process.execPath, [script, url, stream, String(window), String(VALUE_BYTES)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  return producerProcess(
+    child,
+    `trivial Redis client (ioredis, the relay's dedup script per entry, auto-pipelined; ${window} pending)`,
   );
 }
 

@@ -1,12 +1,12 @@
 /**
- * The NATS JetStream and RabbitMQ servers of a chaos scenario (issue 23): throwaway ones from the
- * test harness (test/support/nats-server.ts, rabbitmq-server.ts: their own ports, data and
- * processes — never the machine's shared services), set up as docs/sinks.md asks (a file-backed
- * stream with a duplicate window; a durable topic exchange and a quorum queue), how the relay
- * reaches them, and a read-back in the order the server stored. The HTTP sink's "server" is the
- * tests' webhook receiver as a process of its own (test/support/webhook-receiver-process.ts:
- * verifies every signature, journals each accepted event before answering 2xx), read back from
- * its journal in arrival order.
+ * The NATS JetStream, RabbitMQ and Redis servers of a chaos scenario (issues 23, 38): throwaway
+ * ones from the test harness (test/support/nats-server.ts, rabbitmq-server.ts, redis-server.ts:
+ * their own ports, data and processes — never the machine's shared services), set up as
+ * docs/sinks.md asks (a file-backed stream with a duplicate window; a durable topic exchange and a
+ * quorum queue; appendonly yes), how the relay reaches them, and a read-back in the order the
+ * server stored. The HTTP sink's "server" is the tests' webhook receiver as a process of its own
+ * (test/support/webhook-receiver-process.ts: verifies every signature, journals each accepted
+ * event before answering 2xx), read back from its journal in arrival order.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -16,9 +16,10 @@ import { join } from 'node:path';
 import { reservePort } from '../../src/dev/ports.ts';
 import { ThrowawayNats } from '../../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../../test/support/rabbitmq-server.ts';
+import { ThrowawayRedis } from '../../test/support/redis-server.ts';
 import type { BackRecord } from './read-back.ts';
 
-export type SinkServerName = 'nats' | 'rabbitmq' | 'http';
+export type SinkServerName = 'nats' | 'rabbitmq' | 'http' | 'redis';
 
 export interface SinkServer {
   readonly name: SinkServerName;
@@ -153,7 +154,41 @@ async function webhookReceiver(): Promise<SinkServer> {
   };
 }
 
+/** appendonly yes, appendfsync everysec (test/support/redis-server.ts); streams named by topic. */
+async function redisServer(): Promise<SinkServer> {
+  const s = await ThrowawayRedis.start();
+  return {
+    name: 'redis',
+    relayArgs: ['--sink', 'redis', '--redis-url', s.url, '--redis-timeout-ms', '5000'],
+    kill9: () => s.kill9(),
+    freeze: () => s.freeze(),
+    thaw: () => s.thaw(),
+    restart: () => s.restart(),
+    async readBack() {
+      const a = await s.admin();
+      // SCAN pages may be empty before the cursor returns to 0: the dedup keys outnumber the streams.
+      const streams: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = (await a.call('SCAN', cursor, 'COUNT', '1000', 'TYPE', 'stream')) as [
+          string,
+          string[],
+        ];
+        streams.push(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      const out: BackRecord[] = [];
+      for (const stream of streams.sort())
+        for (const [i, e] of (await s.readAll(stream)).entries())
+          out.push(record(stream, i, e.fields.value ?? Buffer.alloc(0)));
+      return out;
+    },
+    stop: () => s.stop(),
+  };
+}
+
 export function startSinkServer(name: SinkServerName): Promise<SinkServer> {
   if (name === 'http') return webhookReceiver();
-  return name === 'nats' ? natsServer() : rabbitServer();
+  if (name === 'nats') return natsServer();
+  return name === 'rabbitmq' ? rabbitServer() : redisServer();
 }

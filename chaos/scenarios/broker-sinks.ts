@@ -1,5 +1,6 @@
 /**
  * The NATS JetStream, RabbitMQ and HTTP (webhook) sinks under the faults the Kafka scenarios put the broker
+ * The NATS JetStream, RabbitMQ and Redis Streams sinks under the faults the Kafka scenarios put the broker
  * through (issue 23): the server kill -9'd and restarted mid-stream, the server frozen (SIGSTOP,
  * longer than the PubAck / confirm timeout and the client's ping or heartbeat), and a storm of
  * relay kill -9s. Each reads back what the server stored, in its order (the stream's, the
@@ -7,7 +8,7 @@
  * drops re-sends within it, so they should be few or none).
  *
  * Unroutable messages, a full stream / queue (discard new, reject-publish) and messages over the
- * server's size limit are each covered by test/integration/{nats,rabbitmq}-sink.test.ts.
+ * server's size limit are each covered by test/integration/{nats,rabbitmq,redis}-sink.test.ts.
  */
 import type { Env } from '../lib/env.ts';
 import { alive, type Scenario, sleep } from '../lib/scenario.ts';
@@ -134,12 +135,13 @@ function relayKillStorm(sink: SinkServerName): Scenario {
 }
 
 /**
- * `npm run chaos -- --group nats` / `--group rabbitmq` / `--group http`. Frozen longer than the
- * PubAck / confirm / request timeout (5 s here) and than the client's liveness check: NATS pings
+ * `npm run chaos -- --group nats` / `rabbitmq` / `http` / `redis`. Frozen longer than the PubAck /
+ * confirm / request / command timeout (5 s here) and than the client's liveness check: NATS pings
  * every 5 s and gives up after 2 unanswered, RabbitMQ's heartbeat is 10 s; the webhook receiver
- * (SIGSTOP: connections are still accepted by the kernel, requests wait) has none.
+ * (SIGSTOP: connections are still accepted by the kernel, requests wait) has none; the Redis
+ * sink's command timeout drops the connection.
  */
-export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'http'] as const).flatMap((s) => [
+export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'http', 'redis'] as const).flatMap((s) => [
   serverKill(s),
   serverFreeze(s, s === 'rabbitmq' ? 25_000 : 15_000),
   relayKillStorm(s),

@@ -25,6 +25,8 @@ import { classifyKafkaError } from '../sinks/kafka/kafka-errors.ts';
 import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafka/kafkajs/warnings.ts';
+import { classifyRedisError } from '../sinks/redis/redis-errors.ts';
+import { RedisSink } from '../sinks/redis/redis-sink.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
 import { migrate } from '../store/migrate.ts';
 import { planMigration } from '../store/migrate-plan.ts';
@@ -59,6 +61,32 @@ async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger)
       `dead-letter topic ${topic} is not usable (${verdict === 'missing' ? 'it does not exist and --kafka-auto-create-topics is off' : 'the brokers refuse this client access to it'}): events that become dead will stay 'dead' in the outbox but not reach it (outbox_dlq_publish_failed_total, alert OutboxDeadLetterPublishFailing). Create the topic or grant WRITE and DESCRIBE on it.`,
     );
   } else if (verdict === 'ok') log.info({ topic }, 'dead-letter topic checked');
+}
+
+/**
+ * `check --sink redis`: the server answers with the URL's credentials and takes the dedup script;
+ * the sink's start logs its warnings (no AOF, an eviction policy, too few replicas for
+ * --redis-wait-replicas). Warnings do not fail the check: they are choices an operator may make.
+ */
+async function checkRedis(c: Config, log: Logger): Promise<void> {
+  const sink = new RedisSink(
+    { ...c, redisStreamTemplate: '{topic}', redisMaxlen: 0, redisDedupTtlS: 1, redisMaxPending: 1 },
+    log,
+  );
+  try {
+    await sink.start();
+  } catch (e) {
+    throw new RelayError(
+      ErrorCode.BROKER_UNAVAILABLE,
+      `check could not reach Redis at ${redactUrl(c.redisUrl!)}: ${classifyRedisError(e).message}`,
+      {
+        cause: e,
+        fix: 'check REDIS_URL (host, port, password, database), that Redis is up and reachable from here, and that its user may run SCRIPT, EVALSHA, INFO and CONFIG GET; then run check again.',
+      },
+    );
+  } finally {
+    await sink.stop();
+  }
 }
 
 /**
@@ -211,6 +239,7 @@ async function main(argv: string[]): Promise<number> {
       for (const f of failover.findings) log.warn({ finding: f.id, fix: f.fix }, f.text);
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
       if (c.sink === 'http') await checkWebhook(c, log);
+      if (c.sink === 'redis') await checkRedis(c, log);
       log.info({ database: redactUrl(c.databaseUrl), failover: failover.state }, 'preflight passed');
       return EXIT.OK;
     }

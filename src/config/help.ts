@@ -4,7 +4,7 @@ export const USAGE = `outbox-relay — relay transactional-outbox rows from a Po
 confirming the slot only after the broker acknowledged.
 
 Usage:
-  outbox-relay run      [options]   stream the outbox to the sink (Kafka, NATS JetStream, RabbitMQ, HTTP webhooks or stdout)
+  outbox-relay run      [options]   stream the outbox to the sink (Kafka, NATS JetStream, RabbitMQ, HTTP webhooks, Redis Streams or stdout)
   outbox-relay migrate  [options]   create/upgrade the outbox table and its publication (idempotent)
   outbox-relay check    [options]   preflight only: is the database ready for the relay? (exit 0 = yes)
   outbox-relay demo     [options]   throwaway PostgreSQL + relay + sample events, printed as NDJSON
@@ -28,7 +28,8 @@ export const COMMAND_SUMMARY: Record<Command, string> = {
   run: 'Stream outbox inserts from the slot to the sink; confirm the slot only after the broker acknowledged.',
   migrate:
     'Apply sql/ migrations (ledger + advisory lock) and create the publication (--narrow-publication: replace a FOR ALL TABLES one by the outbox table alone). With --compat debezium and --debezium-offsets <file> or --debezium-offsets-topic <topic>: record the cutover from Debezium. --dry-run shows what it would do. Safe to run repeatedly.',
-  check: 'Run the preflight checks (wal_level, REPLICATION, table, publication) and exit 0 when all pass.',
+  check:
+    'Run the preflight checks (wal_level, REPLICATION, table, publication; with --sink kafka the topics; with --sink redis the server, warning when it keeps no AOF, may evict keys or has too few replicas for --redis-wait-replicas) and exit 0 when all pass.',
   demo: 'Start a throwaway PostgreSQL from the local binaries, migrate it, run the relay with the stdout sink and insert sample events.',
   status:
     'Slot (active?, retained WAL, lag, wal_status), preflight/publication check, events by status, oldest pending/failed age, dead events, parked aggregates. Then the verdict (the one /readyz, the console and outbox_health show), each problem with what to do and its topics. Exit 0 healthy or degraded (failed events, events waiting, retained WAL over --slot-critical-bytes); 69 unhealthy: the slot is missing, inactive, lost or about to be, the publication check fails, events are dead, or the relay is not relaying.',

@@ -18,7 +18,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'redis' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -64,6 +64,13 @@ export interface Config {
   httpTimeoutMs: number;
   httpMaxInFlight: number;
   httpCaFile?: string;
+  redisUrl?: string;
+  redisStreamTemplate: string;
+  redisMaxlen: number;
+  redisDedupTtlS: number;
+  redisWaitReplicas: number;
+  redisTimeoutMs: number;
+  redisMaxPending: number;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -561,6 +568,21 @@ export function validate(
     // '' is the default exchange (routing key = queue name).
     const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
     if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
+  }
+  if ((command === 'run' || command === 'check') && c.sink === 'redis') {
+    if (!c.redisUrl)
+      throw fail('redisUrl', 'is required with --sink redis (e.g. REDIS_URL=redis://:secret@redis:6379/0)');
+    if (!/^rediss?:\/\/[^/]/.test(c.redisUrl))
+      throw fail('redisUrl', 'must be redis://[user:password@]host:port[/db] or rediss://… (TLS)');
+    if (command === 'run' && c.redisStreamTemplate.trim() === '')
+      throw fail('redisStreamTemplate', 'is empty: name a stream, e.g. {topic} or outbox:{aggregate_type}');
+    // A re-send within the retry horizon must find the event's dedup key (docs/sinks.md, Redis Streams).
+    const horizonS = Math.ceil((c.retryMaxMs + c.redisTimeoutMs) / 1000);
+    if (command === 'run' && c.redisDedupTtlS < horizonS)
+      throw fail(
+        'redisDedupTtlS',
+        `${c.redisDedupTtlS} s is below the retry horizon of ${horizonS} s (--retry-max-ms + --redis-timeout-ms): a re-sent event could be stored twice; raise it (the default is 86400, 1 day) or lower --retry-max-ms`,
+      );
   }
 }
 

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from './load.ts';
 
-/** The NATS and RabbitMQ sink options (docs/sinks.md): required ones, pairs, secrets. */
+/** The NATS, RabbitMQ and Redis sink options (docs/sinks.md): required ones, pairs, secrets. */
 const DB = ['--database-url', 'postgres://relay@db:5432/app'];
 const run =
   (args: string[], env: Record<string, string> = {}) =>
@@ -99,5 +102,40 @@ describe('sink options', () => {
         WEBHOOK_SECRET: secret,
       }),
     ).toThrow(/--http-ca-file .*does not exist/);
+  });
+
+  it('--sink redis needs a redis:// URL, which is a secret, from REDIS_URL or REDIS_URL_FILE', () => {
+    expect(run(['--sink', 'redis'])).toThrow(/--redis-url \/ REDIS_URL: is required with --sink redis/);
+    let caught: unknown;
+    try {
+      run(['--sink', 'redis'], { REDIS_URL: 'http://:s3cret@r:6379' })();
+    } catch (e) {
+      caught = e;
+    }
+    expect((caught as Error).message).toMatch(/redis-url .*must be redis:\/\//);
+    expect((caught as Error).message).not.toContain('s3cret');
+    const { config } = loadConfig('run', [...DB, '--sink', 'redis'], { REDIS_URL: 'redis://:pw@r:6379/0' });
+    expect(config).toMatchObject({
+      redisUrl: 'redis://:pw@r:6379/0',
+      redisStreamTemplate: '{topic}',
+      redisMaxlen: 0,
+      redisDedupTtlS: 86_400,
+      redisWaitReplicas: 0,
+      redisTimeoutMs: 10_000,
+      redisMaxPending: 256,
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'redis-url-'));
+    writeFileSync(join(dir, 'url'), 'rediss://:pw@r:6380\n');
+    const fromFile = loadConfig('run', [...DB, '--sink', 'redis'], { REDIS_URL_FILE: join(dir, 'url') });
+    expect(fromFile.config.redisUrl).toBe('rediss://:pw@r:6380');
+    rmSync(dir, { recursive: true });
+  });
+
+  it('--redis-dedup-ttl-s below the retry horizon is refused with the fix', () => {
+    expect(
+      run(['--sink', 'redis', '--redis-dedup-ttl-s', '10', '--retry-max-ms', '30000'], {
+        REDIS_URL: 'redis://r',
+      }),
+    ).toThrow(/redis-dedup-ttl-s .*10 s is below the retry horizon of 40 s .*stored twice; raise it/);
   });
 });

@@ -22,6 +22,14 @@ describe('remedies', () => {
     );
   });
 
+  it('Redis Streams refusals: the key that is not a stream, a value over proto-max-bulk-len', () => {
+    expect(remedyFor('WRONGTYPE', 'outbox.event.Order')).toMatchObject({
+      cause: expect.stringMatching(/not a stream/),
+      fix: expect.stringMatching(/redis-cli TYPE outbox\.event\.Order.*--redis-stream-template/),
+    });
+    expect(remedyFor('VALUE_TOO_LARGE', 't').fix).toMatch(/proto-max-bulk-len/);
+  });
+
   it('rows the router refused: fix the row; unknown reasons: read the error', () => {
     expect(remedyFor('ROW_INVALID', 't').fix).toMatch(/fix the row/);
     expect(remedyFor(null, 't')).toMatchObject({ reason: null, cause: null });

@@ -1,4 +1,5 @@
 import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
+import { PERMANENT_REPLY_CODES, REDIS_SINK_CODES } from '../sinks/redis/redis-errors.ts';
 
 /**
  * What to do about an event the broker (or the router) refused, by the reason recorded in its
@@ -42,6 +43,27 @@ const FIXES: Readonly<Record<string, (topic: string) => string>> = {
     `a broker policy refused the record for ${t}: ask the cluster's administrators which policy, and fix the row or the policy`,
 };
 
+/**
+ * Redis Streams (sinks/redis/redis-errors.ts): the stream is the topic unless
+ * --redis-stream-template says otherwise, which the fix mentions.
+ */
+const REDIS_FIXES: Readonly<Record<string, { cause: string; fix: (stream: string) => string }>> = {
+  WRONGTYPE: {
+    cause: PERMANENT_REPLY_CODES.WRONGTYPE!.why,
+    fix: (t) =>
+      `the key ${t} (or the stream --redis-stream-template makes of it) is not a stream: see redis-cli TYPE ${t}; rename or delete that key (RENAME, UNLINK), or change --redis-stream-template`,
+  },
+  VALUE_TOO_LARGE: {
+    cause: REDIS_SINK_CODES.VALUE_TOO_LARGE.meaning,
+    fix: () =>
+      "raise the server's proto-max-bulk-len (CONFIG SET proto-max-bulk-len <bytes>, and in redis.conf), or write smaller payloads",
+  },
+  INVALID_STREAM: {
+    cause: REDIS_SINK_CODES.INVALID_STREAM.meaning,
+    fix: () => 'fix --redis-stream-template (or --topic-template) so that every event has a stream name',
+  },
+};
+
 /** Rows the router could not turn into a message (route/router.ts): the row itself must change. */
 const ROW_FIX =
   'fix the row (the error names the column; docs/outbox-table.md#rows-that-break-the-contract) or discard it';
@@ -63,6 +85,8 @@ export function remedyFor(reason: string | null, topic: string): Remedy {
   if (reason && kafka)
     return { reason, cause: PERMANENT_KAFKA_TYPES[reason] ?? 'invalid topic name', fix: kafka(topic) };
   if (reason && ROW_REASONS[reason]) return { reason, cause: ROW_REASONS[reason], fix: ROW_FIX };
+  const redis = reason ? REDIS_FIXES[reason] : undefined;
+  if (reason && redis) return { reason, cause: redis.cause, fix: redis.fix(topic) };
   return {
     reason,
     cause: null,

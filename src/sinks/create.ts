@@ -4,6 +4,7 @@ import { HttpSink } from './http/http-sink.ts';
 import { KafkaSink } from './kafka/kafka-sink.ts';
 import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
+import { RedisSink } from './redis/redis-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
@@ -23,6 +24,8 @@ function brokerSink(c: Config, log: Logger): Sink {
       return new RabbitMqSink(c, log);
     case 'http':
       return new HttpSink(c, log);
+    case 'redis':
+      return new RedisSink(c, log);
     default:
       return new KafkaSink(c, log);
   }
