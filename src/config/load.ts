@@ -6,6 +6,7 @@ import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
+import { checkQueueUrlTemplate } from '../sinks/sqs/queue-url.ts';
 import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -17,7 +18,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'nats' | 'rabbitmq' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'sqs' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -57,6 +58,12 @@ export interface Config {
   rabbitmqMaxUnconfirmed: number;
   rabbitmqTimeoutMs: number;
   rabbitmqManagementUrl?: string;
+  sqsQueueUrlTemplate?: string;
+  sqsRegion?: string;
+  sqsEndpoint?: string;
+  sqsMaxInFlight: number;
+  sqsTimeoutMs: number;
+  sqsMaxMessageBytes: number;
   topicTemplate: string;
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
@@ -547,6 +554,17 @@ export function validate(
     // '' is the default exchange (routing key = queue name).
     const e = c.rabbitmqExchange === '' ? null : checkTopicTemplate(c.rabbitmqExchange);
     if (e) throw fail('rabbitmqExchange', `${JSON.stringify(c.rabbitmqExchange)}: ${e}`);
+  }
+  if ((command === 'run' || command === 'check') && c.sink === 'sqs') {
+    if (!c.sqsQueueUrlTemplate)
+      throw fail(
+        'sqsQueueUrlTemplate',
+        'is required with --sink sqs (e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/{aggregate_type}.fifo)',
+      );
+    const q = checkQueueUrlTemplate(c.sqsQueueUrlTemplate);
+    if (q) throw fail('sqsQueueUrlTemplate', `${JSON.stringify(c.sqsQueueUrlTemplate)}: ${q}`);
+    if (c.sqsEndpoint !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(c.sqsEndpoint))
+      throw fail('sqsEndpoint', `${JSON.stringify(c.sqsEndpoint)} is not http(s)://host[:port]`);
   }
 }
 

@@ -5,6 +5,7 @@ import { NatsSink } from './nats/nats-sink.ts';
 import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
+import { SqsSink } from './sqs/sqs-sink.ts';
 import { StdoutSink } from './stdout.ts';
 
 export function createSink(c: Config, log: Logger): Sink {
@@ -20,6 +21,8 @@ function brokerSink(c: Config, log: Logger): Sink {
       return new NatsSink(c, log);
     case 'rabbitmq':
       return new RabbitMqSink(c, log);
+    case 'sqs':
+      return new SqsSink(c, log);
     default:
       return new KafkaSink(c, log);
   }

@@ -4,6 +4,7 @@ import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
+import { dedupId } from '../dedup-id.ts';
 import { sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
 import { HeaderError, headerBlock } from './header-block.ts';
@@ -31,9 +32,6 @@ export type NatsSinkConfig = Pick<
   | 'topicOverrides'
   | 'deadLetterTopic'
 >;
-
-/** The header a replayed row carries (src/ops/replay.ts): a replay is a new message, not a re-send. */
-const REPLAY_HEADER = 'x-replay-of';
 
 /**
  * NATS JetStream. Each event is one JetStream publish to the subject the router chose (the topic
@@ -170,7 +168,7 @@ export class NatsSink implements Sink {
       oneTopic ? (m) => m.key : (m) => `${m.topic}\u0000${m.key}`,
       this.#c.natsMaxPending,
       (m, done) =>
-        acks.send(m.topic, m.value ?? EMPTY, headerBlock(m.headers, msgId(m)), (e, ack) => {
+        acks.send(m.topic, m.value ?? EMPTY, headerBlock(m.headers, dedupId(m)), (e, ack) => {
           if (e) done(e instanceof HeaderError ? invalidMessage(m, e) : e);
           else if (!ack!.stream) done(new NatsSinkError('NO_PUBACK', `no stream acknowledged ${m.topic}`));
           else {
@@ -248,19 +246,6 @@ function facts(si: {
     duplicateWindowNs: si.config.duplicate_window ?? 0,
     subjects: si.config.subjects ?? [],
   };
-}
-
-/** The header the dead-letter copy of an event carries (src/sweeper/dead-letter.ts). */
-const DEAD_LETTER_HEADER = 'x-dlq-original-topic';
-
-/**
- * The event id. A replay (a new row copying an old event) and a dead-letter copy get ids of their
- * own, so the duplicate window does not drop them as re-sends of the original.
- */
-function msgId(m: OutboundMessage): string {
-  const e = m.event;
-  if (m.headers[DEAD_LETTER_HEADER] !== undefined) return `${e.eventId}:dead-letter`;
-  return e.headers[REPLAY_HEADER] === undefined ? e.eventId : `${e.eventId}:${e.id}`;
 }
 
 const EMPTY = new Uint8Array(0);
