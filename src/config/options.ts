@@ -585,7 +585,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 100,
     group: 'SQS',
     doc: 'How long a SendMessageBatch request may take before it counts as failed (and the batch is re-sent). The SDK itself does not retry: the relay does, with its back-off.',
-    commands: ['run'],
+    commands: ['run', 'check'],
   },
   {
     key: 'sqsMaxMessageBytes',
@@ -596,7 +596,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1024,
     group: 'SQS',
     doc: "Largest message (body plus attribute names, types and values) and largest batch request the sink sends; a larger event fails permanently without being sent (MESSAGE_TOO_LARGE). 256 KiB is SQS's classic limit; raise it to the queue's MaximumMessageSize where AWS allows more.",
-    commands: ['run'],
+    commands: ['run', 'check'],
   },
   // --- routing ---
   {

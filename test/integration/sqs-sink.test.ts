@@ -15,7 +15,10 @@ import {
   insertEventsReportingCommit,
   migrateDb,
   orderViolations,
+  type RelayProcess,
+  slotOf,
   slotPosition,
+  spawnCli,
   startRelayInProcess,
   testConfig,
 } from '../support/relay.ts';
@@ -32,7 +35,7 @@ let mq: LocalElasticMq;
 let reader: SQSClient;
 let relay: Relay | null = null;
 
-const QUEUES = ['happy.fifo', 'plain', 'dedup.fifo', 'refuse.fifo', 'sqs-Present', 'kill.fifo'];
+const QUEUES = ['happy.fifo', 'plain', 'dedup.fifo', 'refuse.fifo', 'sqs-Present', 'kill.fifo', 'storm.fifo'];
 
 const FAST = [
   '--retry-initial-ms',
@@ -297,4 +300,78 @@ describe('SQS sink (against ElasticMQ)', () => {
     expect(rep).toEqual({ missing: [], duplicates: 0, violations: [] });
     expect(got.some((m) => attr(m, 'aggregate_id') === 'during-outage')).toBe(true);
   }, 400_000);
+
+  it('relay kill -9 storm: 5 kills with requests in flight; FIFO dedup leaves 0 stored twice, 0 lost, key order kept', async () => {
+    const url = mq.queueUrl('storm.fifo');
+    const args = [
+      'run',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'sqs',
+      '--sqs-endpoint',
+      mq.endpoint,
+      '--sqs-queue-url-template',
+      mq.queueUrl('{topic}'),
+      '--topic-template',
+      'storm.fifo',
+      ...FAST,
+    ];
+    const load = backgroundInserts('Storm', 10, 10);
+    onTestFinished(() => void load.stop());
+    let current: RelayProcess | null = null;
+    onTestFinished(() => current?.kill('SIGKILL'));
+    const KILLS = 5;
+    for (let k = 0; k < KILLS; k++) {
+      current = spawnCli(args, ELASTICMQ_ENV);
+      await current.waitForLog(/streaming from the slot/, 60_000);
+      const before = await queueLength(reader, url);
+      await waitFor(async () => (await queueLength(reader, url)) >= before + 200, {
+        timeoutMs: 60_000,
+        message: `relay ${k} publishing`,
+      });
+      current.kill('SIGKILL');
+      expect(await current.exited).toBe('SIGKILL');
+    }
+    const rounds = await load.stop();
+    current = spawnCli(args, ELASTICMQ_ENV);
+    await current.waitForLog(/streaming from the slot/, 60_000);
+    await settled(load.ids, 180_000);
+    current.kill('SIGTERM');
+    expect(await current.exited).toBe(0);
+    current = null;
+    const got = await drainQueue(reader, url);
+    const rep = seqReport(
+      got.map((m) => ({ key: attr(m, 'aggregate_id')!, seq: seqOf(m.Body) })),
+      10,
+      rounds,
+    );
+    console.log(
+      `SQS (ElasticMQ) relay kill -9 storm: ${KILLS} kills, ${rounds * 10} events, ${rep.missing.length} lost, ${rep.duplicates} stored twice, ${rep.violations.length} order violations`,
+    );
+    expect(rep).toEqual({ missing: [], duplicates: 0, violations: [] });
+  }, 400_000);
+
+  it('check: a literal queue URL that answers passes; a missing queue fails (78) saying how to fix it', async () => {
+    const base = [
+      'check',
+      '--database-url',
+      db.url,
+      '--slot',
+      slotOf(db),
+      '--sink',
+      'sqs',
+      '--sqs-endpoint',
+      mq.endpoint,
+    ];
+    const ok = spawnCli([...base, '--sqs-queue-url-template', mq.queueUrl('happy.fifo')], ELASTICMQ_ENV);
+    expect(await ok.exited).toBe(0);
+    expect(ok.logs()).toMatch(/SQS queue checked.*|"fifo":true/);
+    const missing = spawnCli([...base, '--sqs-queue-url-template', mq.queueUrl('nope.fifo')], ELASTICMQ_ENV);
+    expect(await missing.exited).toBe(78);
+    expect(missing.logs()).toMatch(/SQS refused the queue .*nope\.fifo/);
+    expect(missing.logs()).toMatch(/create the queue/);
+  });
 });
