@@ -366,6 +366,7 @@ describe('completion', () => {
       'kafka',
       'nats',
       'rabbitmq',
+      'sqs',
       'stdout',
     ]);
     expect(bashComplete(['outbox-relay', 'run', '--kafka-s'])).toEqual(
@@ -388,7 +389,7 @@ describe('completion', () => {
     const discard = r.out.split('\n').filter((l) => l.includes('= "events discard"'));
     expect(discard.join('\n')).toMatch(/-l dry-run\b/);
     expect(discard.join('\n')).not.toMatch(/-l limit\b/);
-    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka nats rabbitmq stdout'/);
+    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka nats rabbitmq sqs stdout'/);
     expect(r.out).toMatch(/= "run"' -l kafka-sasl-password-file -r -F/);
     expect(r.out).not.toContain('mark-published');
     const fish = spawnSync('fish', ['--no-execute', '-c', r.out], { encoding: 'utf8' });

@@ -134,12 +134,13 @@ function relayKillStorm(sink: SinkServerName): Scenario {
 }
 
 /**
- * `npm run chaos -- --group nats` / `--group rabbitmq`. Frozen longer than the PubAck / confirm
- * timeout (5 s here) and than the client's liveness check: NATS pings every 5 s and gives up
- * after 2 unanswered, RabbitMQ's heartbeat is 10 s.
+ * `npm run chaos -- --group nats` / `--group rabbitmq` / `--group sqs`. Frozen longer than the
+ * PubAck / confirm / request timeout (5 s here) and than the client's liveness check: NATS pings
+ * every 5 s and gives up after 2 unanswered, RabbitMQ's heartbeat is 10 s; SQS (ElasticMQ) has
+ * only the request timeout.
  */
-export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq'] as const).flatMap((s) => [
+export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'sqs'] as const).flatMap((s) => [
   serverKill(s),
-  serverFreeze(s, s === 'nats' ? 15_000 : 25_000),
+  serverFreeze(s, s === 'rabbitmq' ? 25_000 : 15_000),
   relayKillStorm(s),
 ]);
