@@ -44,12 +44,13 @@ for (const c of compression)
 if (compression.length > 0 && !compression.includes('none')) compression.unshift('none');
 
 /**
- * --sink: '' (absent) every section as before, plus the NATS and RabbitMQ ones where their servers
- * are installed; 'kafka' only the Kafka sections; 'nats', 'rabbitmq' or both (comma-separated):
+ * --sink: '' (absent) every section as before, plus the NATS, RabbitMQ and SQS (ElasticMQ) ones
+ * where their servers are installed; 'kafka' only the Kafka sections; 'nats', 'rabbitmq', 'sqs'
+ * or several (comma-separated):
  * those sinks' bulk and live sections beside Kafka's bulk and live figures of the same run, the
  * other sections skipped (compression, single-row backlog, ramp, big transaction, peer).
  */
-const SINK_CHOICES = ['kafka', 'nats', 'rabbitmq'];
+const SINK_CHOICES = ['kafka', 'nats', 'rabbitmq', 'sqs'];
 const sinkFlag = (values.sink ?? '').split(',').filter(Boolean);
 for (const s of sinkFlag)
   if (!SINK_CHOICES.includes(s)) throw new Error(`--sink takes ${SINK_CHOICES.join(',')}; got "${s}"`);

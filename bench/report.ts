@@ -50,14 +50,17 @@ export type SinkLive = { name: SinkName; live: LiveResult; relayCpu: number };
 const SINK_LABEL: Record<SinkName, string> = {
   nats: 'relay → NATS JetStream (PubAck)',
   rabbitmq: 'relay → RabbitMQ (publisher confirms)',
+  sqs: 'relay → SQS on ElasticMQ (SendMessageBatch; standard queue, in memory)',
 };
 const TRIVIAL_LABEL: Record<SinkName, string> = {
   nats: 'trivial NATS publisher (nats.js, PubAck; no database)',
   rabbitmq: 'trivial RabbitMQ producer (Java, confirms; no database)',
+  sqs: 'trivial SQS producer (@aws-sdk/client-sqs, batches of 10; no database)',
 };
 const SINK_ACK: Record<SinkName, string> = {
   nats: "stream message timestamp (the server's, at store, before the PubAck)",
   rabbitmq: 'receipt by a consumer of the quorum queue (confirm time + a delivery hop: an upper bound)',
+  sqs: "the message's SentTimestamp (ElasticMQ's, at store, ms resolution)",
 };
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
 /** One round of the exactly-once section: the bulk drain in each delivery mode, seconds apart. */

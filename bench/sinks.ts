@@ -12,18 +12,33 @@
  *   upper bound of commit → confirm, by a delivery hop (the broker enqueues, confirms and delivers
  *   the persistent message to a waiting consumer in the same round).
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { DeleteMessageBatchCommand, PurgeQueueCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
 import { OPTIONS } from '../src/config/options.ts';
+import { LocalElasticMq } from '../src/dev/local-elasticmq.ts';
+import { ELASTICMQ_ENV, queueLength, readerFor } from '../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
 import type { LiveReader } from './live.ts';
-import { startNatsTrivial, startRabbitTrivial, type TrivialProducer } from './trivial-producers.ts';
+import {
+  startNatsTrivial,
+  startRabbitTrivial,
+  startSqsTrivial,
+  type TrivialProducer,
+} from './trivial-producers.ts';
 
-export type SinkName = 'nats' | 'rabbitmq';
-export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq'];
+export type SinkName = 'nats' | 'rabbitmq' | 'sqs';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'sqs'];
+
+const WINDOW_OPTION: Record<SinkName, string> = {
+  nats: 'natsMaxPending',
+  rabbitmq: 'rabbitmqMaxUnconfirmed',
+  sqs: 'sqsMaxInFlight',
+};
 
 export interface BenchSink {
   readonly name: SinkName;
@@ -41,9 +56,7 @@ export interface BenchSink {
 
 /** The relay's in-flight window for a sink: its flag in BENCH_RELAY_ARGS, else the option's default. */
 export function relayWindow(name: SinkName): number {
-  const spec = OPTIONS.find(
-    (o) => o.key === (name === 'nats' ? 'natsMaxPending' : 'rabbitmqMaxUnconfirmed'),
-  )!;
+  const spec = OPTIONS.find((o) => o.key === WINDOW_OPTION[name])!;
   const args = process.env.BENCH_RELAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const i = args.indexOf(`--${spec.flag}`);
   return i >= 0 ? Number(args[i + 1]) : Number(spec.default);
@@ -156,12 +169,83 @@ async function rabbitSink(): Promise<BenchSink> {
   };
 }
 
-/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server). */
+/**
+ * ElasticMQ (SQS-compatible, not AWS), in memory: the bench measures the relay's cost against the
+ * trivial producer on the same server, not a disk. Standard queues, one per aggregate type: a FIFO
+ * queue's 5-minute deduplication window would drop every drain after the first (each drain sends
+ * the same event ids), and per-key order costs the same (one message per key per request).
+ * Ack time: SentTimestamp, which ElasticMQ sets when it stores the message (ms).
+ */
+async function sqsSink(): Promise<BenchSink> {
+  const types = ['Bulk', 'Txn', 'Live'];
+  // The relays the bench spawns inherit its environment: there the SDK's default chain finds
+  // ElasticMQ's (unchecked) credentials and region.
+  Object.assign(process.env, ELASTICMQ_ENV);
+  const server = await LocalElasticMq.start({ queues: types });
+  const reader = readerFor(server);
+  return {
+    name: 'sqs',
+    relayArgs: [
+      ...['--sink', 'sqs', '--sqs-endpoint', server.endpoint],
+      ...['--sqs-queue-url-template', server.queueUrl('{aggregate_type}')],
+    ],
+    brokerPid: () => server.pid,
+    async takeStored(type) {
+      const url = server.queueUrl(type);
+      const n = await queueLength(reader, url);
+      await reader.send(new PurgeQueueCommand({ QueueUrl: url }));
+      return n;
+    },
+    liveReader(type) {
+      let running = false;
+      let loop: Promise<void> = Promise.resolve();
+      return {
+        async start(onRecord) {
+          running = true;
+          const url = server.queueUrl(type);
+          loop = (async () => {
+            while (running) {
+              const r = await reader.send(
+                new ReceiveMessageCommand({
+                  QueueUrl: url,
+                  MaxNumberOfMessages: 10,
+                  WaitTimeSeconds: 1,
+                  MessageSystemAttributeNames: ['SentTimestamp'],
+                }),
+              );
+              const got = r.Messages ?? [];
+              for (const m of got) onRecord(Buffer.from(m.Body ?? ''), Number(m.Attributes?.SentTimestamp));
+              if (got.length > 0)
+                await reader.send(
+                  new DeleteMessageBatchCommand({
+                    QueueUrl: url,
+                    Entries: got.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+                  }),
+                );
+            }
+          })();
+        },
+        stop: async () => {
+          running = false;
+          await loop.catch(() => {});
+        },
+      };
+    },
+    startTrivial: (window) => startSqsTrivial(server.endpoint, server.queueUrl('Bulk'), window),
+    async stop() {
+      reader.destroy();
+      await server.stop();
+    },
+  };
+}
+
+/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server; Java and Maven for ElasticMQ). */
 export function sinkInstalled(name: SinkName): boolean {
   if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
+  if (name === 'sqs') return !spawnSync('java', ['-version']).error && !spawnSync('mvn', ['-v']).error;
   return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
 }
 
 export function startBenchSink(name: SinkName): Promise<BenchSink> {
-  return name === 'nats' ? natsSink() : rabbitSink();
+  return name === 'nats' ? natsSink() : name === 'rabbitmq' ? rabbitSink() : sqsSink();
 }

@@ -122,6 +122,11 @@ export class LocalElasticMq {
     return `${this.endpoint}/000000000000/${name}`;
   }
 
+  /** The server's process (the bench's CPU per event). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
   logs(): string {
     return this.#log;
   }
