@@ -177,11 +177,11 @@ async function rabbitSink(): Promise<BenchSink> {
  * Ack time: SentTimestamp, which ElasticMQ sets when it stores the message (ms).
  */
 async function sqsSink(): Promise<BenchSink> {
-  const types = ['Bulk', 'Txn', 'Live'];
+  const types = ['Bulk', 'Txn', 'Live', 'LiveSqs'];
   // The relays the bench spawns inherit its environment: there the SDK's default chain finds
   // ElasticMQ's (unchecked) credentials and region.
   Object.assign(process.env, ELASTICMQ_ENV);
-  const server = await LocalElasticMq.start({ queues: types });
+  const server = await LocalElasticMq.start({ queues: types, fullJit: true });
   const reader = readerFor(server);
   return {
     name: 'sqs',
