@@ -595,7 +595,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 262144,
     min: 1024,
     group: 'SQS',
-    doc: "Largest message (body plus attribute names, types and values) and largest batch request the sink sends; a larger event fails permanently without being sent (MESSAGE_TOO_LARGE). 256 KiB is SQS's classic limit; raise it to the queue's MaximumMessageSize where AWS allows more.",
+    doc: "Largest message (body plus attribute names, types and values) and largest batch request the sink sends; a larger event fails permanently without being sent (SQS_MESSAGE_TOO_LARGE). 256 KiB is SQS's classic limit; raise it to the queue's MaximumMessageSize where AWS allows more.",
     commands: ['run', 'check'],
   },
   // --- routing ---
@@ -1138,7 +1138,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     type: 'string',
     subcommands: ['list', 'count', 'resend', 'discard'],
     group: 'Operator',
-    doc: 'Only events whose last_error contains this text (case-insensitive), e.g. MESSAGE_TOO_LARGE.',
+    doc: 'Only events whose last_error contains this text (case-insensitive), e.g. SQS_MESSAGE_TOO_LARGE.',
     commands: ['events'],
   },
   {

@@ -56,9 +56,9 @@ describe('SQS error table', () => {
     expect(classifySqsError(gone)).toMatchObject({ class: 'permanent', destinationWide: true });
     const failed = new SqsSinkError('ENTRY_FAILED', 'x', { awsCode: 'InternalError' });
     expect(classifySqsError(failed)).toMatchObject({ class: 'transient', reason: 'InternalError' });
-    expect(classifySqsError(new SqsSinkError('MESSAGE_TOO_LARGE', 'x'))).toMatchObject({
+    expect(classifySqsError(new SqsSinkError('SQS_MESSAGE_TOO_LARGE', 'x'))).toMatchObject({
       class: 'permanent',
-      reason: 'MESSAGE_TOO_LARGE',
+      reason: 'SQS_MESSAGE_TOO_LARGE',
     });
     expect(classifySqsError(new Error('wrapped', { cause: sdk('QueueDoesNotExist') })).class).toBe(
       'permanent',

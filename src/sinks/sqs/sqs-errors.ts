@@ -12,13 +12,13 @@
  *   - a request that failed as a whole: the SDK's error, whose `name` is the JSON protocol's
  *     error type (QueueDoesNotExist) and whose `Code`, for queues answering in the query-compatible
  *     form, the legacy code (AWS.SimpleQueueService.NonExistentQueue); both are looked up;
- *   - refusals the sink makes itself before sending (MESSAGE_TOO_LARGE, INVALID_MESSAGE).
+ *   - refusals the sink makes itself before sending (SQS_MESSAGE_TOO_LARGE, SQS_INVALID_MESSAGE).
  * Credentials that do not work (InvalidClientTokenId, SignatureDoesNotMatch, ExpiredToken) are the
  * relay's problem, not the event's: transient, as a refused broker login is.
  */
 import type { Classified } from '../../errors.ts';
 
-export type SqsSinkCode = 'MESSAGE_TOO_LARGE' | 'INVALID_MESSAGE' | 'ENTRY_REFUSED' | 'ENTRY_FAILED';
+export type SqsSinkCode = 'SQS_MESSAGE_TOO_LARGE' | 'SQS_INVALID_MESSAGE' | 'ENTRY_REFUSED' | 'ENTRY_FAILED';
 
 export class SqsSinkError extends Error {
   override readonly name = 'SqsSinkError';
@@ -33,11 +33,11 @@ export class SqsSinkError extends Error {
 }
 
 export const SQS_SINK_CODES: Readonly<Record<SqsSinkCode, { permanent: boolean; meaning: string }>> = {
-  MESSAGE_TOO_LARGE: {
+  SQS_MESSAGE_TOO_LARGE: {
     permanent: true,
     meaning: 'the message (body and attributes) is over --sqs-max-message-bytes',
   },
-  INVALID_MESSAGE: {
+  SQS_INVALID_MESSAGE: {
     permanent: true,
     meaning: 'the event cannot be an SQS message (a tombstone, or a value that is not UTF-8 text)',
   },

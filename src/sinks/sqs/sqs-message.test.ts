@@ -84,18 +84,18 @@ describe('SQS entry', () => {
     expect(fifoId('ok-key_1.2:3')).toBe('ok-key_1.2:3');
   });
 
-  it('size counts body, attribute names, types and values; over the limit is MESSAGE_TOO_LARGE', () => {
+  it('size counts body, attribute names, types and values; over the limit is SQS_MESSAGE_TOO_LARGE', () => {
     const e = prepareEntry(msg({ headers: { ab: 'cd' } }), false, 262_144) as { bytes: number };
     expect(e.bytes).toBe(7 + 2 + 'String'.length + 2);
     const big = prepareEntry(msg({ value: Buffer.alloc(300_000, 'x') }), false, 262_144);
     expect(big).toBeInstanceOf(SqsSinkError);
-    expect((big as SqsSinkError).code).toBe('MESSAGE_TOO_LARGE');
+    expect((big as SqsSinkError).code).toBe('SQS_MESSAGE_TOO_LARGE');
   });
 
-  it('a tombstone or a value that is not UTF-8 is INVALID_MESSAGE; nothing throws', () => {
+  it('a tombstone or a value that is not UTF-8 is SQS_INVALID_MESSAGE; nothing throws', () => {
     for (const value of [null, Buffer.alloc(0), Buffer.from([0xff, 0xfe])]) {
       const r = prepareEntry(msg({ value }), true, 262_144);
-      expect((r as SqsSinkError).code).toBe('INVALID_MESSAGE');
+      expect((r as SqsSinkError).code).toBe('SQS_INVALID_MESSAGE');
     }
     const hostile = msg({
       headers: new Proxy(
@@ -107,6 +107,6 @@ describe('SQS entry', () => {
         },
       ),
     });
-    expect((prepareEntry(hostile, true, 262_144) as SqsSinkError).code).toBe('INVALID_MESSAGE');
+    expect((prepareEntry(hostile, true, 262_144) as SqsSinkError).code).toBe('SQS_INVALID_MESSAGE');
   });
 });

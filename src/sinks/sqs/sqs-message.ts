@@ -101,7 +101,7 @@ export function sizeOf(e: SqsEntry): number {
 
 /**
  * The entry of `m` for a queue (`fifo`: its URL ends in .fifo), or a SqsSinkError for this event
- * (INVALID_MESSAGE, MESSAGE_TOO_LARGE). Never throws.
+ * (SQS_INVALID_MESSAGE, SQS_MESSAGE_TOO_LARGE). Never throws.
  */
 export function prepareEntry(
   m: OutboundMessage,
@@ -111,7 +111,7 @@ export function prepareEntry(
   try {
     if (m.value === null || m.value.length === 0)
       return new SqsSinkError(
-        'INVALID_MESSAGE',
+        'SQS_INVALID_MESSAGE',
         `event ${m.event.eventId} has no value (a tombstone): an SQS message body cannot be empty`,
       );
     let body: string;
@@ -119,7 +119,7 @@ export function prepareEntry(
       body = utf8.decode(m.value);
     } catch {
       return new SqsSinkError(
-        'INVALID_MESSAGE',
+        'SQS_INVALID_MESSAGE',
         `event ${m.event.eventId}'s value is not UTF-8 text, which an SQS body must be: use a text --value-format (json), or base64-encode the payload`,
       );
     }
@@ -133,11 +133,13 @@ export function prepareEntry(
     const bytes = sizeOf(entry);
     if (bytes > maxBytes)
       return new SqsSinkError(
-        'MESSAGE_TOO_LARGE',
+        'SQS_MESSAGE_TOO_LARGE',
         `event ${m.event.eventId} is ${bytes} bytes as an SQS message (body and attributes), over --sqs-max-message-bytes ${maxBytes}: SQS would refuse it; store the payload elsewhere (S3) and send a reference`,
       );
     return { entry, bytes };
   } catch (e) {
-    return new SqsSinkError('INVALID_MESSAGE', `event cannot be an SQS message: ${String(e)}`, { cause: e });
+    return new SqsSinkError('SQS_INVALID_MESSAGE', `event cannot be an SQS message: ${String(e)}`, {
+      cause: e,
+    });
   }
 }
