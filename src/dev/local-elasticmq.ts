@@ -178,7 +178,16 @@ ${storage}
       { cwd: this.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
     this.#child = child;
-    this.#exited = new Promise((r) => child.once('exit', () => r()));
+    // Detached (a SIGSTOP or kill -9 is the server's alone), so it would outlive a caller that
+    // crashed before stop(): killed when this process exits.
+    const reap = () => child.kill('SIGKILL');
+    process.once('exit', reap);
+    this.#exited = new Promise((r) =>
+      child.once('exit', () => {
+        process.off('exit', reap);
+        r();
+      }),
+    );
     await new Promise<void>((ready, fail) => {
       const timer = setTimeout(
         () => fail(new Error(`ElasticMQ did not start within 60 s:\n${this.#log.slice(-3000)}`)),
