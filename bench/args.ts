@@ -45,13 +45,13 @@ for (const c of compression)
 if (compression.length > 0 && !compression.includes('none')) compression.unshift('none');
 
 /**
- * --sink: '' (absent) every section as before, plus the NATS, RabbitMQ and Redis ones where their
- * servers are installed and the HTTP one; 'kafka' only the Kafka sections; 'nats', 'rabbitmq',
- * 'http', 'redis' or several (comma-separated): those sinks' bulk and live sections beside
- * Kafka's bulk and live figures of the same run, the other sections skipped (compression,
- * single-row backlog, ramp, big transaction, peer).
+ * --sink: '' (absent) every section as before, plus the NATS, RabbitMQ, Redis and SQS (ElasticMQ)
+ * ones where their servers are installed and the HTTP one; 'kafka' only the Kafka sections;
+ * 'nats', 'rabbitmq', 'http', 'redis', 'sqs' or several (comma-separated): those sinks' bulk and
+ * live sections beside Kafka's bulk and live figures of the same run, the other sections skipped
+ * (compression, single-row backlog, ramp, big transaction, peer).
  */
-const SINK_CHOICES = ['kafka', 'nats', 'rabbitmq', 'http', 'redis'];
+const SINK_CHOICES = ['kafka', 'nats', 'rabbitmq', 'http', 'redis', 'sqs'];
 const sinkFlag = (values.sink ?? '').split(',').filter(Boolean);
 for (const s of sinkFlag)
   if (!SINK_CHOICES.includes(s)) throw new Error(`--sink takes ${SINK_CHOICES.join(',')}; got "${s}"`);

@@ -53,18 +53,21 @@ const SINK_LABEL: Record<SinkName, string> = {
   rabbitmq: 'relay → RabbitMQ (publisher confirms)',
   http: 'relay → webhook receiver (signed POST, 2xx)',
   redis: 'relay → Redis Streams (dedup script reply)',
+  sqs: 'relay → SQS on ElasticMQ (SendMessageBatch; standard queue, in memory)',
 };
 const TRIVIAL_LABEL: Record<SinkName, string> = {
   nats: 'trivial NATS publisher (nats.js, PubAck; no database)',
   rabbitmq: 'trivial RabbitMQ producer (Java, confirms; no database)',
   http: 'trivial webhook sender (undici, signed, 2xx; no database)',
   redis: 'trivial Redis client (ioredis, the same dedup script; no database)',
+  sqs: 'trivial SQS producer (@aws-sdk/client-sqs, batches of 10; no database)',
 };
 const SINK_ACK: Record<SinkName, string> = {
   nats: "stream message timestamp (the server's, at store, before the PubAck)",
   rabbitmq: 'receipt by a consumer of the quorum queue (confirm time + a delivery hop: an upper bound)',
   http: "the receiver's clock when the request arrived and verified, just before its 204",
   redis: "the entry id's milliseconds (the server's clock at XADD, before the reply)",
+  sqs: "the message's SentTimestamp (ElasticMQ's, at store, ms resolution)",
 };
 export type TxnRound = { recv: RecvDrain; kafka: Drain };
 /** One round of the exactly-once section: the bulk drain in each delivery mode, seconds apart. */

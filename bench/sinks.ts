@@ -1,5 +1,5 @@
 /**
- * The bench's NATS JetStream, RabbitMQ, HTTP and Redis Streams sections (issues 23, 38): a
+ * The bench's NATS JetStream, RabbitMQ, HTTP, Redis Streams and SQS sections (issues 23, 38): a
  * throwaway server of each (the test harness's, never the machine's shared services; for HTTP a
  * webhook receiver in this process), what the relay needs on it, how many messages a drain left
  * there, and a live reader.
@@ -16,16 +16,22 @@
  *   just before it answers 204 (the relay's acknowledgement is that answer, one loopback hop later).
  * - Redis: the entry id's milliseconds — the server's clock when XADD stored the entry, before the
  *   script's reply. Read back by XREAD BLOCK.
+ * - SQS (ElasticMQ): SentTimestamp, which the server sets when it stores the message (sqsSink).
  */
+
+import { spawnSync } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { DeleteMessageBatchCommand, PurgeQueueCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type amqp from 'amqplib';
 import type { Redis } from 'ioredis';
 import { OPTIONS } from '../src/config/options.ts';
+import { LocalElasticMq } from '../src/dev/local-elasticmq.ts';
+import { ELASTICMQ_ENV, queueLength, readerFor } from '../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
 import { REDIS_SERVER, ThrowawayRedis } from '../test/support/redis-server.ts';
@@ -35,11 +41,12 @@ import {
   startNatsTrivial,
   startRabbitTrivial,
   startRedisTrivial,
+  startSqsTrivial,
   type TrivialProducer,
 } from './trivial-producers.ts';
 
-export type SinkName = 'nats' | 'rabbitmq' | 'http' | 'redis';
-export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'http', 'redis'];
+export type SinkName = 'nats' | 'rabbitmq' | 'http' | 'redis' | 'sqs';
+export const BROKER_SINKS: readonly SinkName[] = ['nats', 'rabbitmq', 'http', 'redis', 'sqs'];
 
 /** Each sink's in-flight window option. */
 const WINDOW_OPTION: Record<SinkName, string> = {
@@ -47,6 +54,7 @@ const WINDOW_OPTION: Record<SinkName, string> = {
   rabbitmq: 'rabbitmqMaxUnconfirmed',
   http: 'httpMaxInFlight',
   redis: 'redisMaxPending',
+  sqs: 'sqsMaxInFlight',
 };
 
 export interface BenchSink {
@@ -309,16 +317,88 @@ async function redisSink(): Promise<BenchSink> {
   };
 }
 
-/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server, redis-server). */
+/**
+ * ElasticMQ (SQS-compatible, not AWS), in memory: the bench measures the relay's cost against the
+ * trivial producer on the same server, not a disk. Standard queues, one per aggregate type: a FIFO
+ * queue's 5-minute deduplication window would drop every drain after the first (each drain sends
+ * the same event ids), and per-key order costs the same (one message per key per request).
+ * Ack time: SentTimestamp, which ElasticMQ sets when it stores the message (ms).
+ */
+async function sqsSink(): Promise<BenchSink> {
+  const types = ['Bulk', 'Txn', 'Live', 'LiveSqs'];
+  // The relays the bench spawns inherit its environment: there the SDK's default chain finds
+  // ElasticMQ's (unchecked) credentials and region.
+  Object.assign(process.env, ELASTICMQ_ENV);
+  const server = await LocalElasticMq.start({ queues: types, fullJit: true });
+  const reader = readerFor(server);
+  return {
+    name: 'sqs',
+    relayArgs: [
+      ...['--sink', 'sqs', '--sqs-endpoint', server.endpoint],
+      ...['--sqs-queue-url-template', server.queueUrl('{aggregate_type}')],
+    ],
+    brokerPid: () => server.pid,
+    async takeStored(type) {
+      const url = server.queueUrl(type);
+      const n = await queueLength(reader, url);
+      await reader.send(new PurgeQueueCommand({ QueueUrl: url }));
+      return n;
+    },
+    liveReader(type) {
+      let running = false;
+      let loop: Promise<void> = Promise.resolve();
+      return {
+        async start(onRecord) {
+          running = true;
+          const url = server.queueUrl(type);
+          loop = (async () => {
+            while (running) {
+              const r = await reader.send(
+                new ReceiveMessageCommand({
+                  QueueUrl: url,
+                  MaxNumberOfMessages: 10,
+                  WaitTimeSeconds: 1,
+                  MessageSystemAttributeNames: ['SentTimestamp'],
+                }),
+              );
+              const got = r.Messages ?? [];
+              for (const m of got) onRecord(Buffer.from(m.Body ?? ''), Number(m.Attributes?.SentTimestamp));
+              if (got.length > 0)
+                await reader.send(
+                  new DeleteMessageBatchCommand({
+                    QueueUrl: url,
+                    Entries: got.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+                  }),
+                );
+            }
+          })();
+        },
+        stop: async () => {
+          running = false;
+          await loop.catch(() => {});
+        },
+      };
+    },
+    startTrivial: (window) => startSqsTrivial(server.endpoint, server.queueUrl('Bulk'), window),
+    async stop() {
+      reader.destroy();
+      await server.stop();
+    },
+  };
+}
+
+/** Whether the machine has the sink's server (nats-server on PATH, Debian's rabbitmq-server, redis-server; Java and Maven for ElasticMQ). */
 export function sinkInstalled(name: SinkName): boolean {
   if (name === 'http') return true;
   if (name === 'rabbitmq') return existsSync('/usr/lib/rabbitmq/lib');
   if (name === 'redis') return existsSync(REDIS_SERVER);
+  if (name === 'sqs') return !spawnSync('java', ['-version']).error && !spawnSync('mvn', ['-v']).error;
   return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, 'nats-server')));
 }
 
 export function startBenchSink(name: SinkName): Promise<BenchSink> {
   if (name === 'http') return httpSink();
   if (name === 'nats') return natsSink();
-  return name === 'rabbitmq' ? rabbitSink() : redisSink();
+  if (name === 'rabbitmq') return rabbitSink();
+  return name === 'redis' ? redisSink() : sqsSink();
 }

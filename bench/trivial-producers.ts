@@ -123,6 +123,18 @@ export function startRedisTrivial(url: string, stream: string, window: number) {
   );
 }
 
+/** SQS: bench/sqs-trivial-producer.ts sending to `queueUrl` on `endpoint`, `window` requests of 10 in flight. */
+export function startSqsTrivial(endpoint: string, queueUrl: string, window: number) {
+  const script = fileURLToPath(new URL('./sqs-trivial-producer.ts', import.meta.url));
+  const child = spawn(process.execPath, [script, endpoint, queueUrl, String(window), String(VALUE_BYTES)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  return producerProcess(
+    child,
+    `trivial SQS producer (@aws-sdk/client-sqs SendMessageBatch of 10; ${window} requests in flight)`,
+  );
+}
+
 /** The line protocol they all speak: "ready", then "run N" → "done <seconds>" | "failed <why>". */
 async function producerProcess(child: ChildProcess, label: string): Promise<TrivialProducer> {
   const w = watchChild(child);

@@ -368,6 +368,7 @@ describe('completion', () => {
       'rabbitmq',
       'http',
       'redis',
+      'sqs',
       'stdout',
     ]);
     expect(bashComplete(['outbox-relay', 'run', '--kafka-s'])).toEqual(
@@ -390,7 +391,7 @@ describe('completion', () => {
     const discard = r.out.split('\n').filter((l) => l.includes('= "events discard"'));
     expect(discard.join('\n')).toMatch(/-l dry-run\b/);
     expect(discard.join('\n')).not.toMatch(/-l limit\b/);
-    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka nats rabbitmq http redis stdout'/);
+    expect(r.out).toMatch(/= "run"' -l sink -x -a 'kafka nats rabbitmq http redis sqs stdout'/);
     expect(r.out).toMatch(/= "run"' -l kafka-sasl-password-file -r -F/);
     expect(r.out).not.toContain('mark-published');
     const fish = spawnSync('fish', ['--no-execute', '-c', r.out], { encoding: 'utf8' });

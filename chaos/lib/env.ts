@@ -197,14 +197,17 @@ export class Env {
     const sink = this.sink
       ? this.sink.relayArgs
       : ['--kafka-brokers', this.cluster!.bootstrap.join(','), '--kafka-request-timeout-ms', '5000'];
-    const relay = spawnCli([
-      'run',
-      ...['--database-url', this.url, '--slot', SLOT, ...sink],
-      ...['--retry-initial-ms', '100', '--retry-max-ms', '1000'],
-      ...['--status-interval-ms', '1000', '--http-host', '127.0.0.1', '--standby-poll-ms', '500'],
-      ...['--delivery', this.delivery],
-      ...extra,
-    ]);
+    const relay = spawnCli(
+      [
+        'run',
+        ...['--database-url', this.url, '--slot', SLOT, ...sink],
+        ...['--retry-initial-ms', '100', '--retry-max-ms', '1000'],
+        ...['--status-interval-ms', '1000', '--http-host', '127.0.0.1', '--standby-poll-ms', '500'],
+        ...['--delivery', this.delivery],
+        ...extra,
+      ],
+      this.sink?.relayEnv,
+    );
     this.relays.push(relay);
     return relay;
   }

@@ -13,18 +13,22 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { LocalElasticMq } from '../../src/dev/local-elasticmq.ts';
 import { reservePort } from '../../src/dev/ports.ts';
+import { drainQueue, ELASTICMQ_ENV, readerFor } from '../../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../../test/support/rabbitmq-server.ts';
 import { ThrowawayRedis } from '../../test/support/redis-server.ts';
 import type { BackRecord } from './read-back.ts';
 
-export type SinkServerName = 'nats' | 'rabbitmq' | 'http' | 'redis';
+export type SinkServerName = 'nats' | 'rabbitmq' | 'http' | 'redis' | 'sqs';
 
 export interface SinkServer {
   readonly name: SinkServerName;
   /** Flags of `outbox-relay run` for this sink (no Kafka flags). */
   readonly relayArgs: string[];
+  /** Environment of the relay process (SQS: the credentials the SDK's default chain finds). */
+  readonly relayEnv?: Record<string, string>;
   kill9(): Promise<void>;
   /** SIGSTOP / SIGCONT of the server process. */
   freeze(): void;
@@ -187,8 +191,39 @@ async function redisServer(): Promise<SinkServer> {
   };
 }
 
+/**
+ * ElasticMQ (an SQS-compatible server, not AWS: docs/sinks.md) with its messages in H2, one FIFO
+ * queue per aggregate type the scenarios write (`Chaos.fifo`); read back by a client of its own,
+ * in the queue's order per message group.
+ */
+async function sqsServer(): Promise<SinkServer> {
+  const s = await LocalElasticMq.start({ queues: ['Chaos.fifo'], persistent: true });
+  const reader = readerFor(s);
+  return {
+    name: 'sqs',
+    relayArgs: [
+      ...['--sink', 'sqs', '--sqs-endpoint', s.endpoint],
+      ...['--sqs-queue-url-template', s.queueUrl('{aggregate_type}.fifo'), '--sqs-timeout-ms', '5000'],
+    ],
+    relayEnv: { ...ELASTICMQ_ENV },
+    kill9: () => s.kill9(),
+    freeze: () => s.freeze(),
+    thaw: () => s.thaw(),
+    restart: () => s.restart(),
+    async readBack() {
+      const got = await drainQueue(reader, s.queueUrl('Chaos.fifo'));
+      return got.map((m, i) => record('Chaos.fifo', i, Buffer.from(m.Body ?? '')));
+    },
+    async stop() {
+      reader.destroy();
+      await s.stop();
+    },
+  };
+}
+
 export function startSinkServer(name: SinkServerName): Promise<SinkServer> {
   if (name === 'http') return webhookReceiver();
   if (name === 'nats') return natsServer();
-  return name === 'rabbitmq' ? rabbitServer() : redisServer();
+  if (name === 'rabbitmq') return rabbitServer();
+  return name === 'redis' ? redisServer() : sqsServer();
 }

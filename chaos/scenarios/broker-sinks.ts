@@ -135,14 +135,12 @@ function relayKillStorm(sink: SinkServerName): Scenario {
 }
 
 /**
- * `npm run chaos -- --group nats` / `rabbitmq` / `http` / `redis`. Frozen longer than the PubAck /
+ * `npm run chaos -- --group nats` / `rabbitmq` / `http` / `redis` / `sqs`. Frozen longer than the PubAck /
  * confirm / request / command timeout (5 s here) and than the client's liveness check: NATS pings
  * every 5 s and gives up after 2 unanswered, RabbitMQ's heartbeat is 10 s; the webhook receiver
  * (SIGSTOP: connections are still accepted by the kernel, requests wait) has none; the Redis
  * sink's command timeout drops the connection.
  */
-export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'http', 'redis'] as const).flatMap((s) => [
-  serverKill(s),
-  serverFreeze(s, s === 'rabbitmq' ? 25_000 : 15_000),
-  relayKillStorm(s),
-]);
+export const SINK_SCENARIOS: Scenario[] = (['nats', 'rabbitmq', 'http', 'redis', 'sqs'] as const).flatMap(
+  (s) => [serverKill(s), serverFreeze(s, s === 'rabbitmq' ? 25_000 : 15_000), relayKillStorm(s)],
+);

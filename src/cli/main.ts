@@ -28,6 +28,8 @@ import { hideKafkajsTimeoutWarnings } from '../sinks/kafka/kafkajs/warnings.ts';
 import { classifyRedisError } from '../sinks/redis/redis-errors.ts';
 import { RedisSink } from '../sinks/redis/redis-sink.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
+import { classifySqsError } from '../sinks/sqs/sqs-errors.ts';
+import { SqsSink } from '../sinks/sqs/sqs-sink.ts';
 import { migrate } from '../store/migrate.ts';
 import { planMigration } from '../store/migrate-plan.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
@@ -123,6 +125,38 @@ async function checkTopics(c: Config, log: Logger): Promise<void> {
         'topic missing: run creates it (--kafka-topics create)',
       );
     else log.warn({ topic: r }, describeTopics([r]));
+  }
+}
+
+/**
+ * `check --sink sqs`: a region is known and, for a literal --sqs-queue-url-template, the queue
+ * answers (a missing one fails the check, 78; SQS unreachable or credentials refused: 69). A
+ * templated URL names queues per event: they are checked at first use.
+ */
+async function checkSqsQueue(c: Config, log: Logger): Promise<void> {
+  const sink = new SqsSink(c, log);
+  const url = c.sqsQueueUrlTemplate!;
+  try {
+    await sink.start();
+    if (url.includes('{')) {
+      log.info({ template: url }, 'SQS queue URL is a template: each queue is checked at first use');
+      return;
+    }
+    const q = await sink.checkQueue(url);
+    log.info({ queue: url, fifo: q.fifo, maximumMessageSize: q.maximumMessageSize }, 'SQS queue checked');
+  } catch (e) {
+    const k = classifySqsError(e);
+    if (k.class === 'permanent')
+      throw new RelayError(ErrorCode.CONFIG_INVALID, `SQS refused the queue ${url}: ${k.message}`, {
+        cause: e,
+        fix: 'create the queue (aws sqs create-queue; a name ending in .fifo with FifoQueue=true), or fix --sqs-queue-url-template, and grant the relay sqs:SendMessage and sqs:GetQueueAttributes on it.',
+      });
+    throw new RelayError(ErrorCode.BROKER_UNAVAILABLE, `check could not reach SQS: ${k.message}`, {
+      cause: e,
+      fix: 'check --sqs-region / --sqs-endpoint, the network, and the AWS credentials the SDK finds (AWS_PROFILE, AWS_ACCESS_KEY_ID…, the instance or task role); then run check again.',
+    });
+  } finally {
+    await sink.stop();
   }
 }
 
@@ -232,6 +266,7 @@ async function main(argv: string[]): Promise<number> {
     case 'check': {
       const failover = await withClient(c, async (client) => {
         await checkDatabase(client, c);
+        if (c.sink === 'sqs') await checkSqsQueue(c, log);
         await checkPartitions(client, c);
         return (await readFailover(client, c.slot, c.standbyUrl)).report;
       });

@@ -4,7 +4,7 @@ export const USAGE = `outbox-relay — relay transactional-outbox rows from a Po
 confirming the slot only after the broker acknowledged.
 
 Usage:
-  outbox-relay run      [options]   stream the outbox to the sink (Kafka, NATS JetStream, RabbitMQ, HTTP webhooks, Redis Streams or stdout)
+  outbox-relay run      [options]   stream the outbox to the sink (Kafka, NATS JetStream, RabbitMQ, HTTP webhooks, Redis Streams, Amazon SQS or stdout)
   outbox-relay migrate  [options]   create/upgrade the outbox table and its publication (idempotent)
   outbox-relay check    [options]   preflight only: is the database ready for the relay? (exit 0 = yes)
   outbox-relay demo     [options]   throwaway PostgreSQL + relay + sample events, printed as NDJSON

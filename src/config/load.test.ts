@@ -113,7 +113,7 @@ describe('loadConfig', () => {
       'enum out of range',
       [],
       { DATABASE_URL: DB, KAFKA_BROKERS: 'k:1', OUTBOX_SINK: 'kinesis' },
-      /OUTBOX_SINK \(environment\): expected one of kafka, nats, rabbitmq, http, redis, stdout/,
+      /OUTBOX_SINK \(environment\): expected one of kafka, nats, rabbitmq, http, redis, sqs, stdout/,
     ],
     [
       'missing brokers',

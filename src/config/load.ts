@@ -7,6 +7,7 @@ import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
 import { parseSecrets } from '../sinks/http/webhook-signature.ts';
+import { checkQueueUrlTemplate } from '../sinks/sqs/queue-url.ts';
 import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -18,7 +19,7 @@ export interface Config {
   publication: string;
   slot: string;
   standbyPollMs: number;
-  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'redis' | 'stdout';
+  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'redis' | 'sqs' | 'stdout';
   kafkaBrokers: string[];
   kafkaClientId: string;
   kafkaSsl: boolean;
@@ -57,6 +58,12 @@ export interface Config {
   rabbitmqExchange: string;
   rabbitmqMaxUnconfirmed: number;
   rabbitmqTimeoutMs: number;
+  sqsQueueUrlTemplate?: string;
+  sqsRegion?: string;
+  sqsEndpoint?: string;
+  sqsMaxInFlight: number;
+  sqsTimeoutMs: number;
+  sqsMaxMessageBytes: number;
   rabbitmqManagementUrl?: string;
   httpUrl?: string;
   httpSecret?: string;
@@ -583,6 +590,17 @@ export function validate(
         'redisDedupTtlS',
         `${c.redisDedupTtlS} s is below the retry horizon of ${horizonS} s (--retry-max-ms + --redis-timeout-ms): a re-sent event could be stored twice; raise it (the default is 86400, 1 day) or lower --retry-max-ms`,
       );
+  }
+  if ((command === 'run' || command === 'check') && c.sink === 'sqs') {
+    if (!c.sqsQueueUrlTemplate)
+      throw fail(
+        'sqsQueueUrlTemplate',
+        'is required with --sink sqs (e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/{aggregate_type}.fifo)',
+      );
+    const q = checkQueueUrlTemplate(c.sqsQueueUrlTemplate);
+    if (q) throw fail('sqsQueueUrlTemplate', `${JSON.stringify(c.sqsQueueUrlTemplate)}: ${q}`);
+    if (c.sqsEndpoint !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(c.sqsEndpoint))
+      throw fail('sqsEndpoint', `${JSON.stringify(c.sqsEndpoint)} is not http(s)://host[:port]`);
   }
 }
 

@@ -138,4 +138,29 @@ describe('sink options', () => {
       }),
     ).toThrow(/redis-dedup-ttl-s .*10 s is below the retry horizon of 40 s .*stored twice; raise it/);
   });
+
+  it('--sink sqs needs a queue URL template with known placeholders; the endpoint is http(s)://host[:port]', () => {
+    expect(run(['--sink', 'sqs'])).toThrow(
+      /--sqs-queue-url-template \/ SQS_QUEUE_URL_TEMPLATE: is required with --sink sqs/,
+    );
+    expect(
+      run(['--sink', 'sqs', '--sqs-queue-url-template', 'https://sqs.x.amazonaws.com/1/{aggregate}']),
+    ).toThrow(/unknown placeholder \{aggregate\}/);
+    expect(run(['--sink', 'sqs', '--sqs-queue-url-template', 'orders.fifo'])).toThrow(/not a URL/);
+    expect(run(['--sink', 'sqs', '--sqs-queue-url-template', 'https://sqs.x.amazonaws.com/orders'])).toThrow(
+      /the path must be \/ACCOUNT_ID\/QUEUE_NAME/,
+    );
+    const url = 'https://sqs.eu-west-1.amazonaws.com/123456789012/{aggregate_type}.fifo';
+    expect(
+      run(['--sink', 'sqs', '--sqs-endpoint', 'localhost:9324'], { SQS_QUEUE_URL_TEMPLATE: url }),
+    ).toThrow(/--sqs-endpoint .*is not http\(s\):\/\/host\[:port\]/);
+    const { config } = loadConfig('run', [...DB, '--sink', 'sqs', '--sqs-region', 'eu-west-1'], {
+      SQS_QUEUE_URL_TEMPLATE: url,
+    });
+    expect(config.sqsQueueUrlTemplate).toBe(url);
+    expect(config.sqsRegion).toBe('eu-west-1');
+    expect(config.sqsMaxInFlight).toBe(16);
+    expect(config.sqsTimeoutMs).toBe(10_000);
+    expect(config.sqsMaxMessageBytes).toBe(262_144);
+  });
 });

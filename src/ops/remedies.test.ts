@@ -30,6 +30,17 @@ describe('remedies', () => {
     expect(remedyFor('VALUE_TOO_LARGE', 't').fix).toMatch(/proto-max-bulk-len/);
   });
 
+  it('SQS refusals (sinks/sqs/sqs-errors.ts): the queue to create, the size option, the body', () => {
+    expect(remedyFor('QueueDoesNotExist', 'Order')).toMatchObject({
+      cause: expect.stringMatching(/queue does not exist/),
+      fix: expect.stringMatching(/create the SQS queue .* topic Order .*aws sqs create-queue/),
+    });
+    expect(remedyFor('SQS_MESSAGE_TOO_LARGE', 't').fix).toMatch(/--sqs-max-message-bytes/);
+    expect(remedyFor('SQS_INVALID_MESSAGE', 't').fix).toMatch(/UTF-8 text/);
+    // Another sink's INVALID_MESSAGE is not SQS's.
+    expect(remedyFor('INVALID_MESSAGE', 't').fix).toMatch(/read the error/);
+  });
+
   it('rows the router refused: fix the row; unknown reasons: read the error', () => {
     expect(remedyFor('ROW_INVALID', 't').fix).toMatch(/fix the row/);
     expect(remedyFor(null, 't')).toMatchObject({ reason: null, cause: null });

@@ -1,5 +1,6 @@
 import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
 import { PERMANENT_REPLY_CODES, REDIS_SINK_CODES } from '../sinks/redis/redis-errors.ts';
+import { PERMANENT_SQS_ERRORS, SQS_SINK_CODES } from '../sinks/sqs/sqs-errors.ts';
 
 /**
  * What to do about an event the broker (or the router) refused, by the reason recorded in its
@@ -64,6 +65,20 @@ const REDIS_FIXES: Readonly<Record<string, { cause: string; fix: (stream: string
   },
 };
 
+/** SQS (sinks/sqs/sqs-errors.ts): the queue is the one --sqs-queue-url-template names for the topic. */
+const SQS_FIXES: Readonly<Record<string, (topic: string) => string>> = {
+  QueueDoesNotExist: (t) =>
+    `create the SQS queue --sqs-queue-url-template names for topic ${t} (aws sqs create-queue; a .fifo name with FifoQueue=true), or fix the template`,
+  AccessDenied: (t) =>
+    `allow the relay's IAM role sqs:SendMessage on the queue of topic ${t} (its policy or the role's), and kms:GenerateDataKey on its KMS key if encrypted`,
+  SQS_MESSAGE_TOO_LARGE: () =>
+    "raise --sqs-max-message-bytes up to the queues' MaximumMessageSize, or write smaller payloads (store them elsewhere and send a reference)",
+  SQS_INVALID_MESSAGE: () =>
+    'an SQS body must be non-empty UTF-8 text: write the payload as text (JSON), or no tombstones to an SQS sink',
+  InvalidMessageContents: () =>
+    'the body holds characters SQS forbids (most control characters): fix the row, or encode the payload',
+};
+
 /** Rows the router could not turn into a message (route/router.ts): the row itself must change. */
 const ROW_FIX =
   'fix the row (the error names the column; docs/outbox-table.md#rows-that-break-the-contract) or discard it';
@@ -84,6 +99,16 @@ export function remedyFor(reason: string | null, topic: string): Remedy {
   const kafka = reason ? FIXES[reason] : undefined;
   if (reason && kafka)
     return { reason, cause: PERMANENT_KAFKA_TYPES[reason] ?? 'invalid topic name', fix: kafka(topic) };
+  const sqs = reason ? SQS_FIXES[reason] : undefined;
+  if (reason && sqs)
+    return {
+      reason,
+      cause:
+        PERMANENT_SQS_ERRORS[reason]?.meaning ??
+        SQS_SINK_CODES[reason as keyof typeof SQS_SINK_CODES]?.meaning ??
+        null,
+      fix: sqs(topic),
+    };
   if (reason && ROW_REASONS[reason]) return { reason, cause: ROW_REASONS[reason], fix: ROW_FIX };
   const redis = reason ? REDIS_FIXES[reason] : undefined;
   if (reason && redis) return { reason, cause: redis.cause, fix: redis.fix(topic) };

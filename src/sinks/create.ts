@@ -7,6 +7,7 @@ import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
 import { RedisSink } from './redis/redis-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
+import { SqsSink } from './sqs/sqs-sink.ts';
 import { StdoutSink } from './stdout.ts';
 
 export function createSink(c: Config, log: Logger): Sink {
@@ -22,6 +23,8 @@ function brokerSink(c: Config, log: Logger): Sink {
       return new NatsSink(c, log);
     case 'rabbitmq':
       return new RabbitMqSink(c, log);
+    case 'sqs':
+      return new SqsSink(c, log);
     case 'http':
       return new HttpSink(c, log);
     case 'redis':

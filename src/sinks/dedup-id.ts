@@ -7,7 +7,7 @@ const DEAD_LETTER_HEADER = 'x-dlq-original-topic';
 
 /**
  * The id a destination's deduplication knows a message by (NATS' Nats-Msg-Id, the Redis sink's
- * dedup key): the event id. A replay (a new row copying an old event) and a dead-letter copy get
+ * dedup key, SQS FIFO's MessageDeduplicationId): the event id. A replay (a new row copying an old event) and a dead-letter copy get
  * ids of their own, so they are not dropped as re-sends of the original.
  */
 export function dedupId(m: OutboundMessage): string {

@@ -62,8 +62,8 @@ export function sinkLoad(db: Db) {
     return ids;
   }
 
-  /** insertRounds, one round after the other, until stopped. */
-  function backgroundInserts(aggregateType: string, keys: number) {
+  /** insertRounds, one round after the other (`pauseMs` apart), until stopped. */
+  function backgroundInserts(aggregateType: string, keys: number, pauseMs = 0) {
     let rounds = 0;
     let stop = false;
     const ids: string[] = [];
@@ -71,6 +71,7 @@ export function sinkLoad(db: Db) {
       while (!stop) {
         ids.push(...(await insertRounds(aggregateType, keys, 1, rounds)));
         rounds++;
+        if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
       }
     })();
     return {
