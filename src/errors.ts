@@ -49,7 +49,7 @@ export const remediation: Partial<Record<ErrorCode, string>> = {
   SLOT_ACTIVE_ELSEWHERE:
     'Another process (most likely another relay) streams from this slot; this one waits and takes over when it stops.',
   SLOT_INVALIDATED:
-    'The slot fell further behind than max_slot_wal_keep_size and WAL it needed was removed (or it was dropped): events committed since its last position may never be relayed by it. By default the relay recovers by itself (docs/operations.md#lost-slot); this stop means --no-slot-recovery is set: run without it, or Drop and recreate the slot (`outbox-relay slot drop`, then run), then replay the gap with `outbox-relay replay --since <time of last relayed event>`.',
+    'PostgreSQL invalidated the slot (invalidation_reason in the message: wal_removed = it fell further behind than max_slot_wal_keep_size; idle_timeout = no relay streamed from it for longer than idle_replication_slot_timeout, PostgreSQL 18), or it was dropped: events committed since its last position may never be relayed by it. By default the relay recovers by itself (docs/operations.md#lost-slot); this stop means --no-slot-recovery is set: run without it, or Drop and recreate the slot (`outbox-relay slot drop`, then run), then replay the gap with `outbox-relay replay --since <time of last relayed event>`.',
   DATABASE_UNAVAILABLE: 'The relay retries by itself; check that PostgreSQL is up and reachable.',
   BROKER_UNAVAILABLE: 'The relay retries by itself; check the brokers and the network.',
   INSUFFICIENT_PRIVILEGE:

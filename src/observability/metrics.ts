@@ -16,6 +16,7 @@ export class RelayMetrics {
   readonly confirmedLsn: Gauge;
   readonly replicationReconnects: Counter;
   readonly slotRecoveries: Counter;
+  readonly slotInvalidations: Counter<'reason'>;
   readonly brokerOutage: Gauge;
   readonly poisonPosition: Gauge;
   readonly relayState: Gauge<'state'>;
@@ -103,6 +104,12 @@ export class RelayMetrics {
     this.slotRecoveries = new Counter({
       name: 'outbox_slot_recoveries_total',
       help: 'Lost slots recovered: a new slot, then the rows no progress record covers published from the table.',
+      registers: r,
+    });
+    this.slotInvalidations = new Counter({
+      name: 'outbox_slot_invalidations_total',
+      help: 'Slots found invalidated by PostgreSQL (wal_status = lost), by invalidation_reason: wal_removed, idle_timeout (18+), rows_removed, wal_level_insufficient, conflict (16).',
+      labelNames: ['reason'],
       registers: r,
     });
     this.brokerOutage = new Gauge({

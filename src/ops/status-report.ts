@@ -1,4 +1,5 @@
 import { type ErrorCode, remediation } from '../errors.ts';
+import { describeInvalidation } from '../store/slot-invalidation.ts';
 import { formatAge, formatBytes } from './format.ts';
 import { remedyFor } from './remedies.ts';
 
@@ -10,6 +11,11 @@ export interface StatusSnapshot {
     active: boolean | null;
     activePid: number | null;
     walStatus: string | null;
+    /**
+     * Why PostgreSQL invalidated the slot (wal_status = lost): invalidation_reason on 17+ (e.g.
+     * idle_timeout on 18), conflict on 16, wal_removed on 14 and 15 (store/slot-invalidation.ts).
+     */
+    invalidationReason?: string | null;
     /** WAL the server keeps for the slot: current LSN − restart_lsn. */
     retainedWalBytes: number | null;
     /** WAL that may still be written before the slot risks invalidation; null: unlimited. */
@@ -184,7 +190,7 @@ export function evaluate(s: StatusSnapshot): StatusReport {
     if (s.slot.walStatus === 'lost')
       add(
         'slot_lost',
-        `slot ${slot} is invalidated (wal_status = lost)`,
+        `slot ${slot} is invalidated (wal_status = lost, invalidation_reason = ${s.slot.invalidationReason ?? 'wal_removed'}): ${describeInvalidation(s.slot.invalidationReason ?? null)}`,
         remediation.SLOT_INVALIDATED ?? null,
       );
     if (s.slot.walStatus === 'unreserved')

@@ -193,9 +193,20 @@ export class ReplicationSession {
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
-        onStart: ({ stableBuffers, unconverted }) => {
+        onStart: ({ stableBuffers, unconverted, serverVersion, options, binary }) => {
           this.#decoder.keepViews = stableBuffers;
           this.#decoder.checkUtf8 = unconverted;
+          // What this server was asked for: said at every start, so a log shows it per version.
+          const o = Object.fromEntries(options);
+          log.info(
+            {
+              server_version: serverVersion,
+              proto_version: Number(o.proto_version),
+              binary,
+              messages: !!o.messages,
+            },
+            `replication on PostgreSQL ${serverVersion ?? '(version unknown)'}: pgoutput proto_version ${o.proto_version}, ${binary ? 'binary' : 'text'} values${o.messages ? ', logical messages (heartbeats)' : ''}${unconverted ? ', SQL_ASCII unconverted' : ''}`,
+          );
         },
       },
     );
