@@ -108,7 +108,7 @@ export class RelayMetrics {
     });
     this.slotInvalidations = new Counter({
       name: 'outbox_slot_invalidations_total',
-      help: 'Slots found invalidated by PostgreSQL (wal_status = lost), by invalidation_reason: wal_removed, idle_timeout (18+), rows_removed, wal_level_insufficient, conflict (16).',
+      help: 'Slots found invalidated by PostgreSQL (wal_status = lost), by invalidation_reason: wal_removed (the only one before 17), idle_timeout (18+), rows_removed, wal_level_insufficient.',
       labelNames: ['reason'],
       registers: r,
     });

@@ -13,7 +13,7 @@ export interface StatusSnapshot {
     walStatus: string | null;
     /**
      * Why PostgreSQL invalidated the slot (wal_status = lost): invalidation_reason on 17+ (e.g.
-     * idle_timeout on 18), conflict on 16, wal_removed on 14 and 15 (store/slot-invalidation.ts).
+     * idle_timeout on 18), wal_removed on 14 – 16 (store/slot-invalidation.ts).
      */
     invalidationReason?: string | null;
     /** WAL the server keeps for the slot: current LSN − restart_lsn. */

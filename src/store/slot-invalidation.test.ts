@@ -3,32 +3,21 @@ import { describeInvalidation, invalidationReasonOf } from './slot-invalidation.
 
 describe('invalidationReasonOf', () => {
   it('PostgreSQL 17+: the reason the server names', () => {
-    expect(
-      invalidationReasonOf({ wal_status: 'lost', invalidation_reason: 'idle_timeout', conflicting: false }),
-    ).toBe('idle_timeout');
-    expect(
-      invalidationReasonOf({ wal_status: 'lost', invalidation_reason: 'rows_removed', conflicting: true }),
-    ).toBe('rows_removed');
-  });
-
-  it('PostgreSQL 16: conflicting or WAL removal', () => {
-    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: null, conflicting: true })).toBe(
-      'conflict',
+    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: 'idle_timeout' })).toBe(
+      'idle_timeout',
     );
-    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: null, conflicting: false })).toBe(
-      'wal_removed',
+    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: 'rows_removed' })).toBe(
+      'rows_removed',
     );
   });
 
-  it('PostgreSQL 14, 15: a lost slot lost its WAL', () => {
-    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: null, conflicting: null })).toBe(
-      'wal_removed',
-    );
+  it('PostgreSQL 14 – 16 (no column names it): a lost slot lost its WAL', () => {
+    expect(invalidationReasonOf({ wal_status: 'lost', invalidation_reason: null })).toBe('wal_removed');
   });
 
   it('a slot that is not invalidated has no reason', () => {
     for (const wal_status of ['reserved', 'extended', 'unreserved', null])
-      expect(invalidationReasonOf({ wal_status, invalidation_reason: null, conflicting: false })).toBeNull();
+      expect(invalidationReasonOf({ wal_status, invalidation_reason: null })).toBeNull();
   });
 
   it('each reason is described by its cause', () => {

@@ -32,11 +32,10 @@ export interface SlotRow {
 }
 
 export async function readSlotRow(db: Db, slot: string): Promise<SlotRow | undefined> {
-  // invalidation_reason (17+) and conflicting (16+) through to_jsonb: NULL where the column does not exist.
-  const r = await db.query<SlotRow & { conflicting: boolean | null }>(
+  // invalidation_reason (17+) through to_jsonb: NULL where the column does not exist.
+  const r = await db.query<SlotRow>(
     `SELECT plugin, slot_type, database, current_database() AS current_db, active, active_pid, wal_status,
             to_jsonb(s)->>'invalidation_reason' AS invalidation_reason,
-            (to_jsonb(s)->>'conflicting')::boolean AS conflicting,
             safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
             pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
             pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
@@ -44,9 +43,7 @@ export async function readSlotRow(db: Db, slot: string): Promise<SlotRow | undef
     [slot],
   );
   const row = r.rows[0];
-  if (!row) return undefined;
-  const { conflicting, ...rest } = row;
-  return { ...rest, invalidation_reason: invalidationReasonOf(row) };
+  return row && { ...row, invalidation_reason: invalidationReasonOf(row) };
 }
 
 /** How many slots exist, and max_replication_slots. */
