@@ -20,7 +20,7 @@ import { REPLAYABLE_BY_DEFAULT } from '../ops/replay-command.ts';
 import type { HealthSource } from '../ops/status-report.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
-import { readSlot } from '../sweeper/slot-watch.ts';
+import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
 import type { WalStatus } from '../sweeper/wal-budget.ts';
 import { History } from './history.ts';
 import type { SafeHtml } from './html.ts';
@@ -362,6 +362,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
             active: r.active === true,
             activePid: r.activePid,
             walStatus: r.walStatus as WalStatus | null,
+            invalidationReason: (r.invalidationReason ?? null) as SlotReading['invalidationReason'],
             safeWalSizeBytes: r.safeWalSizeBytes,
             retainedBytes: r.retainedWalBytes ?? 0,
             confirmedLagBytes: r.lagBytes ?? 0,

@@ -17,6 +17,7 @@ export class RelayMetrics {
   readonly replicationReconnects: Counter;
   readonly slotRecoveries: Counter;
   readonly timelineChanges: Counter;
+  readonly slotInvalidations: Counter<'reason'>;
   readonly brokerOutage: Gauge;
   readonly poisonPosition: Gauge;
   readonly relayState: Gauge<'state'>;
@@ -109,6 +110,12 @@ export class RelayMetrics {
     this.timelineChanges = new Counter({
       name: 'outbox_timeline_changes_total',
       help: "The database's timeline or system identifier changed under the relay (a promotion): outcomes observed on the old one were dropped, never recorded on the new.",
+      registers: r,
+    });
+    this.slotInvalidations = new Counter({
+      name: 'outbox_slot_invalidations_total',
+      help: 'Slots found invalidated by PostgreSQL (wal_status = lost), by invalidation_reason: wal_removed (the only one before 17), idle_timeout (18+), rows_removed, wal_level_insufficient.',
+      labelNames: ['reason'],
       registers: r,
     });
     this.brokerOutage = new Gauge({

@@ -38,7 +38,7 @@ export function formatStatus(r: StatusReport): string {
   const slot = r.slot.error
     ? `REFUSED: ${r.slot.error}`
     : r.slot.exists
-      ? `${r.slot.active ? `active (pid ${r.slot.activePid})` : 'INACTIVE'}, wal_status ${r.slot.walStatus ?? '-'}`
+      ? `${r.slot.active ? `active (pid ${r.slot.activePid})` : 'INACTIVE'}, wal_status ${r.slot.walStatus ?? '-'}${r.slot.invalidationReason ? ` (invalidated: ${r.slot.invalidationReason})` : ''}`
       : 'MISSING';
   const pairs: [string, string][] = [
     ['slot', `${r.slot.name}: ${slot}`],

@@ -182,7 +182,16 @@ describe('evaluate', () => {
   it.each([
     ['a missing slot', snapshot({}, { exists: false, active: null }), /slot outbox_relay does not exist/],
     ['an inactive slot', snapshot({}, { active: false }), /is not active/],
-    ['a lost slot', snapshot({}, { walStatus: 'lost' }), /invalidated \(wal_status = lost\)/],
+    [
+      'a lost slot (PostgreSQL 14, 15: WAL removal is the only reason)',
+      snapshot({}, { walStatus: 'lost' }),
+      /invalidated \(wal_status = lost, invalidation_reason = wal_removed\): it fell further behind than max_slot_wal_keep_size/,
+    ],
+    [
+      "a slot lost to PostgreSQL 18's idle_replication_slot_timeout",
+      snapshot({}, { walStatus: 'lost', invalidationReason: 'idle_timeout' }),
+      /invalidated \(wal_status = lost, invalidation_reason = idle_timeout\): it was inactive for longer than idle_replication_slot_timeout/,
+    ],
     ['a slot about to be lost', snapshot({}, { walStatus: 'unreserved' }), /about to be invalidated/],
     [
       'a failed publication check',

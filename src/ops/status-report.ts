@@ -1,5 +1,6 @@
 import { type ErrorCode, remediation } from '../errors.ts';
 import type { FailoverFinding, FailoverState } from '../replication/failover-readiness.ts';
+import { describeInvalidation } from '../store/slot-invalidation.ts';
 import { formatAge, formatBytes } from './format.ts';
 import { remedyFor } from './remedies.ts';
 
@@ -11,6 +12,11 @@ export interface StatusSnapshot {
     active: boolean | null;
     activePid: number | null;
     walStatus: string | null;
+    /**
+     * Why PostgreSQL invalidated the slot (wal_status = lost): invalidation_reason on 17+ (e.g.
+     * idle_timeout on 18), wal_removed on 14 – 16 (store/slot-invalidation.ts).
+     */
+    invalidationReason?: string | null;
     /** WAL the server keeps for the slot: current LSN − restart_lsn. */
     retainedWalBytes: number | null;
     /** WAL that may still be written before the slot risks invalidation; null: unlimited. */
@@ -208,7 +214,7 @@ export function evaluate(s: StatusSnapshot): StatusReport {
     if (s.slot.walStatus === 'lost')
       add(
         'slot_lost',
-        `slot ${slot} is invalidated (wal_status = lost)`,
+        `slot ${slot} is invalidated (wal_status = lost, invalidation_reason = ${s.slot.invalidationReason ?? 'wal_removed'}): ${describeInvalidation(s.slot.invalidationReason ?? null)}`,
         remediation.SLOT_INVALIDATED ?? null,
       );
     if (s.slot.walStatus === 'unreserved')

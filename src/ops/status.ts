@@ -84,6 +84,7 @@ export async function readStatus(
       active: slot?.active ?? null,
       activePid: slot?.activePid ?? null,
       walStatus: slot?.walStatus ?? null,
+      invalidationReason: slot?.invalidationReason ?? null,
       // Unknown (not 0) once the slot is invalidated and its positions are gone.
       retainedWalBytes: slot?.restartLsn ? slot.retainedBytes : null,
       safeWalSizeBytes: slot?.safeWalSizeBytes ?? null,

@@ -31,7 +31,16 @@ export interface StreamHandlers {
    * Right before START_REPLICATION goes out: how the stream will be read, and the server's
    * timeline key from IDENTIFY_SYSTEM (store/timeline.ts): every event of this stream belongs to it.
    */
-  onStart?(info: { binary: boolean; stableBuffers: boolean; unconverted: boolean; timeline: string }): void;
+  onStart?(info: {
+    binary: boolean;
+    stableBuffers: boolean;
+    unconverted: boolean;
+    /** server_version, e.g. "18.4" (null if it could not be read). */
+    serverVersion: string | null;
+    /** The pgoutput options START_REPLICATION sends (publication_names, proto_version, binary…). */
+    options: [string, string][];
+    timeline: string;
+  }): void;
   /**
    * The server answered START_REPLICATION (CopyBothResponse): the slot is this connection's now
    * (PostgreSQL acquires it, active_pid set, before it answers).
@@ -50,6 +59,15 @@ export function walStartOf(data: Buffer, start: number): Lsn {
 export const PGOUTPUT_BINARY_SINCE = 140_000;
 
 /**
+ * pgoutput's protocol version, the same on every server (14 – 18 tested): 1 sends each
+ * transaction once it committed, which is all the relay reads. 2 (14+) adds `streaming` of
+ * transactions still in progress, 3 (15+) two-phase commit, 4 (16+) parallel streaming: each
+ * would send changes the relay must hold until their commit or abort, for no gain in what it
+ * publishes; the relay asks for none of them.
+ */
+export const PGOUTPUT_PROTO_VERSION = '1';
+
+/**
  * pgoutput's options, as name/value pairs (START_REPLICATION's and pg_recvlogical's -o alike).
  * Binary values cost the walsender and the relay less per row than their text (a 500-byte bytea
  * is 500 bytes, not 1,000 hex characters; a timestamptz is 8 bytes, not a string to parse).
@@ -60,7 +78,7 @@ export function pgoutputOptions(o: {
   binary: boolean;
 }): [string, string][] {
   const options: [string, string][] = [
-    ['proto_version', '1'],
+    ['proto_version', PGOUTPUT_PROTO_VERSION],
     ['publication_names', o.publication],
   ];
   if (o.messages) options.push(['messages', 'true']);
@@ -76,10 +94,18 @@ export function pgoutputOptions(o: {
  * the query fails, text: a connection that is gone fails START_REPLICATION with its own error.
  */
 export async function binaryPossible(client: pg.ClientBase, publication: string): Promise<boolean> {
+  return (await streamChoices(client, publication)).binary;
+}
+
+/** binaryPossible's answer, and the server's version (server_version, e.g. "18.4"; null if unread). */
+export async function streamChoices(
+  client: pg.ClientBase,
+  publication: string,
+): Promise<{ binary: boolean; serverVersion: string | null }> {
   const columns = READ_COLUMNS.map((c) => pg.escapeLiteral(c)).join(', ');
   const result = await client
-    .query<{ version: number; types: number[] }>(
-      `SELECT current_setting('server_version_num')::int AS version,
+    .query<{ version: number; server: string; types: number[] }>(
+      `SELECT current_setting('server_version_num')::int AS version, current_setting('server_version') AS server,
          ARRAY(SELECT DISTINCT a.atttypid::int
            FROM pg_publication_tables t
            JOIN pg_namespace n ON n.nspname = t.schemaname
@@ -90,11 +116,13 @@ export async function binaryPossible(client: pg.ClientBase, publication: string)
     )
     .catch(() => null);
   const r = result?.rows[0];
-  return (
-    r !== undefined &&
-    r.version >= PGOUTPUT_BINARY_SINCE &&
-    r.types.every((t) => BINARY_READABLE_TYPES.has(t))
-  );
+  return {
+    binary:
+      r !== undefined &&
+      r.version >= PGOUTPUT_BINARY_SINCE &&
+      r.types.every((t) => BINARY_READABLE_TYPES.has(t)),
+    serverVersion: r?.server ?? null,
+  };
 }
 
 /**
@@ -184,7 +212,8 @@ export class ReplicationConnection {
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
     const timeline = await identifySystem(this.#client);
-    this.#binary = !opts.text && (await binaryPossible(this.#client, opts.publication));
+    const choices = await streamChoices(this.#client, opts.publication);
+    this.#binary = !opts.text && choices.binary;
     const unconverted = await streamUnconverted(this.#client);
     const connection = this.#connection;
     const onCopyData = (chunk: Buffer, start: number, end: number) => {
@@ -215,12 +244,18 @@ export class ReplicationConnection {
       });
       stableBuffers = reader.stable;
     } else connection.on('copyData', ({ chunk }: { chunk: Buffer }) => onCopyData(chunk, 0, chunk.length));
-    handlers.onStart?.({ binary: this.#binary, stableBuffers, unconverted, timeline });
+    const chosen = pgoutputOptions({ ...opts, binary: this.#binary });
+    handlers.onStart?.({
+      binary: this.#binary,
+      stableBuffers,
+      unconverted,
+      serverVersion: choices.serverVersion,
+      options: chosen,
+      timeline,
+    });
     // pg's Connection names the CopyBothResponse 'replicationStart'.
     if (handlers.onStreaming) connection.once('replicationStart', () => handlers.onStreaming?.());
-    const options = pgoutputOptions({ ...opts, binary: this.#binary })
-      .map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`)
-      .join(', ');
+    const options = chosen.map(([name, value]) => `${name} ${pg.escapeLiteral(value)}`).join(', ');
     // 0/0: the server starts from the slot's confirmed_flush_lsn (never from a position we only saw).
     const started = this.#client.query(`START_REPLICATION SLOT ${ident(opts.slot)} LOGICAL 0/0 (${options})`);
     // The client was idle: START_REPLICATION is on the wire, status updates may follow it.

@@ -9,6 +9,7 @@ import {
 } from '../lifecycle/partition-plan.ts';
 import { managedPartitioning, readPartitioning } from '../store/partitions.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { describeInvalidation, type InvalidationReason } from '../store/slot-invalidation.ts';
 import { createSlot, readSlotRow, type SlotRow, slotCapacity, slotOwnershipError } from '../store/slots.ts';
 import { qualified as qualifiedName, sqlName } from '../store/sql-ident.ts';
 import { type Lsn, parseLsn } from './lsn.ts';
@@ -280,7 +281,7 @@ function assertUsable(slot: string, s: SlotRow): void {
     );
   }
   if (s.database !== s.current_db) throw slotOwnershipError(slot, s.database, s.current_db);
-  if (s.wal_status === 'lost') throw slotInvalidatedError(slot, s.confirmed_flush_lsn);
+  if (s.wal_status === 'lost') throw slotInvalidatedError(slot, s.confirmed_flush_lsn, s.invalidation_reason);
 }
 
 /**
@@ -357,16 +358,22 @@ export async function ensureSlot(
 }
 
 /**
- * wal_status = 'lost': PostgreSQL removed WAL the slot still needed (it fell further behind than
- * max_slot_wal_keep_size) and invalidated it. Fatal: the slot can never be streamed from again,
- * and the events committed between its last confirmed position and now may never be relayed.
+ * wal_status = 'lost': PostgreSQL invalidated the slot — it fell further behind than
+ * max_slot_wal_keep_size, or (18+) it was idle longer than idle_replication_slot_timeout, or (a
+ * slot on a standby) it conflicted with recovery; `reason` says which (store/slot-invalidation.ts).
+ * The slot can never be streamed from again, and the events committed between its last confirmed
+ * position and now may never be relayed by it. The reason is in the message and in `details`.
  */
-export function slotInvalidatedError(slot: string, confirmedFlushLsn: string | null): RelayError {
+export function slotInvalidatedError(
+  slot: string,
+  confirmedFlushLsn: string | null,
+  reason: InvalidationReason | null = null,
+): RelayError {
   const from = confirmedFlushLsn ? ` (its last confirmed position was ${confirmedFlushLsn})` : '';
   return new RelayError(
     ErrorCode.SLOT_INVALIDATED,
-    `slot ${slot} was invalidated by PostgreSQL (wal_status = lost): it fell further behind than max_slot_wal_keep_size and the WAL it still needed was removed${from}. ` +
+    `slot ${slot} was invalidated by PostgreSQL (wal_status = lost, invalidation_reason = ${reason ?? 'wal_removed'}): ${describeInvalidation(reason)}${from}. ` +
       'Events committed between that position and now may be missing from the broker; the relay cannot resume from this slot.',
-    { details: { slot, confirmedFlushLsn } },
+    { details: { slot, confirmedFlushLsn, reason: reason ?? 'wal_removed' } },
   );
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ErrorCode, RelayError } from '../errors.ts';
+import { type InvalidationReason, invalidationReasonOf } from './slot-invalidation.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -19,6 +20,8 @@ export interface SlotRow {
   active: boolean;
   active_pid: number | null;
   wal_status: string | null;
+  /** Why the slot is invalidated (wal_status = lost), whatever the server version; null if it is not. */
+  invalidation_reason: InvalidationReason | null;
   safe_wal_size: string | null;
   restart_lsn: string | null;
   confirmed_flush_lsn: string | null;
@@ -29,15 +32,18 @@ export interface SlotRow {
 }
 
 export async function readSlotRow(db: Db, slot: string): Promise<SlotRow | undefined> {
+  // invalidation_reason (17+) through to_jsonb: NULL where the column does not exist.
   const r = await db.query<SlotRow>(
     `SELECT plugin, slot_type, database, current_database() AS current_db, active, active_pid, wal_status,
+            to_jsonb(s)->>'invalidation_reason' AS invalidation_reason,
             safe_wal_size::text, restart_lsn::text, confirmed_flush_lsn::text,
             pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::text AS retained,
             pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::text AS lag
-       FROM pg_replication_slots WHERE slot_name = $1`,
+       FROM pg_replication_slots s WHERE slot_name = $1`,
     [slot],
   );
-  return r.rows[0];
+  const row = r.rows[0];
+  return row && { ...row, invalidation_reason: invalidationReasonOf(row) };
 }
 
 /** How many slots exist, and max_replication_slots. */

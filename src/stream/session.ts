@@ -207,11 +207,22 @@ export class ReplicationSession {
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
-        onStart: ({ stableBuffers, unconverted, timeline }) => {
+        onStart: ({ stableBuffers, unconverted, serverVersion, options, binary, timeline }) => {
           this.#decoder.keepViews = stableBuffers;
           this.#decoder.checkUtf8 = unconverted;
           this.#timeline = timeline;
           onTimeline(timeline);
+          // What this server was asked for: said at every start, so a log shows it per version.
+          const o = Object.fromEntries(options);
+          log.info(
+            {
+              server_version: serverVersion,
+              proto_version: Number(o.proto_version),
+              binary,
+              messages: !!o.messages,
+            },
+            `replication on PostgreSQL ${serverVersion ?? '(version unknown)'}: pgoutput proto_version ${o.proto_version}, ${binary ? 'binary' : 'text'} values${o.messages ? ', logical messages (heartbeats)' : ''}${unconverted ? ', SQL_ASCII unconverted' : ''}`,
+          );
         },
         // Streaming once the server answered: the slot is active then (before, the relay said
         // 'streaming' — /readyz 200, the console's "active" — while the slot was not yet taken).

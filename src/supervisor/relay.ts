@@ -158,6 +158,8 @@ export class Relay {
   readonly #timelines: TimelineWatch;
   /** Exactly-once: the timeline Kafka's progress was synced on this round (#syncKafkaProgress). */
   #syncedOn: string | null = null;
+  /** invalidation_reason of the slot #openSlot found lost, for #recover's log lines. */
+  #lostReason: string | null = null;
 
   constructor(o: RelayOptions) {
     this.#c = o.config;
@@ -655,9 +657,12 @@ export class Relay {
       const state = await checkSlot(client, c.slot).catch(async (e) => {
         if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && c.slotRecovery)) throw e;
         recovery = 'invalidated';
+        const reason = String(e.details?.reason ?? 'wal_removed');
+        this.#lostReason = reason;
+        this.metrics.slotInvalidations.inc({ reason });
         this.#log.warn(
-          { err: e.message },
-          'replication slot invalidated (wal_status = lost): dropping it to recover',
+          { err: e.message, invalidation_reason: reason },
+          `replication slot invalidated (wal_status = lost, invalidation_reason = ${reason}): dropping it to recover`,
         );
         await markRecovery(client, store.progress, c.slot, recovery);
         await dropSlotOfThisDatabase(client, c.slot).catch((d) => {
@@ -706,11 +711,15 @@ export class Relay {
   async #recover(recovery: string, d: Parameters<typeof publishUnrecorded>[0]): Promise<boolean> {
     const t0 = Date.now();
     const lost = recovery !== 'created';
+    // The reason PostgreSQL gave, when this process saw the invalidation (not after a restart mid-recovery).
+    const reason = recovery === 'invalidated' ? this.#lostReason : null;
+    this.#lostReason = null;
+    const why = reason ? `${recovery}: ${reason}` : recovery;
     if (lost) {
       this.metrics.slotRecoveries.inc();
       this.#log.warn(
-        { recovery },
-        `replication slot lost (${recovery}): recovering without a gap — a new slot exists; publishing from the table every row no progress record covers, in id order, then streaming from the new slot`,
+        { recovery, ...(reason && { invalidation_reason: reason }) },
+        `replication slot lost (${why}): recovering without a gap — a new slot exists; publishing from the table every row no progress record covers, in id order, then streaming from the new slot`,
       );
     }
     const r = await publishUnrecorded(d, this.#stop.signal);
@@ -718,9 +727,9 @@ export class Relay {
     await markRecovery(d.store.db, d.store.progress, this.#c.slot, null);
     if (lost || r.published + r.failed + r.parked > 0)
       this.#log[lost ? 'warn' : 'info'](
-        { recovery, ...r, ms: Date.now() - t0 },
+        { recovery, ...(reason && { invalidation_reason: reason }), ...r, ms: Date.now() - t0 },
         lost
-          ? `slot recovery done: ${r.published} rows published from the table (those the old slot had sent but not recorded are duplicates), ${r.failed} failed, ${r.parked} parked`
+          ? `slot recovery done (${why}): ${r.published} rows published from the table (those the old slot had sent but not recorded are duplicates), ${r.failed} failed, ${r.parked} parked`
           : `published ${r.published} rows committed before the slot existed`,
       );
     return true;

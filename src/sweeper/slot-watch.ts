@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from '../observability/logger.ts';
 import type { SlotMetrics } from '../observability/metrics.ts';
 import { slotInvalidatedError } from '../replication/preflight.ts';
+import type { InvalidationReason } from '../store/slot-invalidation.ts';
 import { readSlotRow, slotOwnershipError } from '../store/slots.ts';
 import {
   crossing,
@@ -19,6 +20,8 @@ export interface SlotReading {
   active: boolean;
   activePid: number | null;
   walStatus: WalStatus | null;
+  /** Why PostgreSQL invalidated the slot (wal_status = lost): store/slot-invalidation.ts; else null. */
+  invalidationReason: InvalidationReason | null;
   /** null: max_slot_wal_keep_size is unlimited. */
   safeWalSizeBytes: number | null;
   restartLsn: string | null;
@@ -81,8 +84,11 @@ export class SlotWatch {
     for (const st of WAL_STATUSES) m.walStatus.set({ status: st }, st === s.walStatus ? 1 : 0);
 
     if (s.walStatus === 'lost') {
-      const e = slotInvalidatedError(slot, s.confirmedFlushLsn);
-      log.fatal({ slot, lsn: s.confirmedFlushLsn, code: e.code }, e.explanation);
+      const e = slotInvalidatedError(slot, s.confirmedFlushLsn, s.invalidationReason);
+      log.fatal(
+        { slot, lsn: s.confirmedFlushLsn, code: e.code, invalidation_reason: s.invalidationReason },
+        e.explanation,
+      );
       throw e;
     }
 
@@ -150,6 +156,7 @@ export async function readSlot(db: pg.Pool | pg.ClientBase, slot: string): Promi
     active: s.active,
     activePid: s.active_pid,
     walStatus: s.wal_status as WalStatus | null,
+    invalidationReason: s.invalidation_reason,
     safeWalSizeBytes: s.safe_wal_size === null ? null : Number(s.safe_wal_size),
     restartLsn: s.restart_lsn,
     confirmedFlushLsn: s.confirmed_flush_lsn,

@@ -19,7 +19,13 @@ import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { readSlot, SlotWatch } from '../../src/sweeper/slot-watch.ts';
-import { createTestDatabase, type TestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
+import {
+  createTestDatabase,
+  pgVersionNum,
+  type TestDatabase,
+  useTestDatabase,
+  waitFor,
+} from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotOf, spawnCli, testConfig } from '../support/relay.ts';
 
 const MiB = 1024 * 1024;
@@ -323,10 +329,18 @@ describe('heartbeat', () => {
         ]);
       try {
         await migrateDb(h);
-        await h.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-        // The heartbeats are counted from the WAL since `from`: a physical slot holds those segments
-        // until they are counted (another test's CHECKPOINT on the shared cluster removed them once).
-        await h.query('SELECT pg_create_physical_replication_slot($1, true)', [hold]);
+        // The heartbeats are counted from the WAL since `from`: a slot holds those segments until
+        // they are counted (another test's CHECKPOINT on the shared cluster removed them once).
+        // PostgreSQL 15+: a physical slot, the records read with pg_walinspect; 14 has no
+        // pg_walinspect: a logical slot, the messages decoded by pgoutput (a publication of no table).
+        const walinspect = pgVersionNum() >= 150_000;
+        if (walinspect) {
+          await h.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+          await h.query('SELECT pg_create_physical_replication_slot($1, true)', [hold]);
+        } else {
+          await h.query('CREATE PUBLICATION hb_none');
+          await h.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [hold]);
+        }
         const from = await currentLsn(h.pool);
         // Status updates (which ask the server for a keepalive) only once a minute: the slot must
         // advance through the server's own keepalives and, when on, the heartbeat.
@@ -359,11 +373,18 @@ describe('heartbeat', () => {
           message: 'slot caught up after the churn',
         });
         // Counted before the CHECKPOINTs below, which may remove the WAL segments since `from`.
-        const beats = await h.query<{ n: string }>(
-          `SELECT count(*)::text AS n FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
-            WHERE resource_manager = 'LogicalMessage'`,
-          [from],
-        );
+        const beats = walinspect
+          ? await h.query<{ n: string }>(
+              `SELECT count(*)::text AS n FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
+                WHERE resource_manager = 'LogicalMessage'`,
+              [from],
+            )
+          : await h.query<{ n: string }>(
+              `SELECT count(*)::text AS n FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+                 'proto_version', '1', 'publication_names', 'hb_none', 'messages', 'true')
+                WHERE get_byte(data, 0) = 77 /* 'M' */`,
+              [hold],
+            );
         if (heartbeatMs > 0) expect(Number(beats[0]!.n)).toBeGreaterThanOrEqual(3);
         else expect(Number(beats[0]!.n)).toBe(0);
         await dropHold();

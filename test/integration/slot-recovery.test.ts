@@ -278,7 +278,9 @@ describe('a slot invalidated by max_slot_wal_keep_size', () => {
 
     relay = run(server!.url, slot);
     await relay.waitForLog(/slot recovery done/, 30_000);
-    expect(relay.logs()).toMatch(/replication slot lost \(invalidated\)/);
+    // The reason on every version: PostgreSQL 17+ names it, 14 – 16 lose slots to WAL removal only.
+    expect(relay.logs()).toMatch(/invalidation_reason = wal_removed\): dropping it to recover/);
+    expect(relay.logs()).toMatch(/replication slot lost \(invalidated: wal_removed\)/);
     await w.write(20);
     const report = await expectComplete('Lost', w.next, 'invalidated while down');
     expect(report.duplicates).toBe(0);
@@ -397,5 +399,105 @@ describe('a slot invalidated by max_slot_wal_keep_size', () => {
     } finally {
       await relay.stop();
     }
+  }, 180_000);
+});
+
+/**
+ * PostgreSQL 18's idle_replication_slot_timeout: a slot no relay streamed from for longer is
+ * invalidated at the next checkpoint (invalidation_reason = idle_timeout; wal_status = lost, its
+ * WAL still there). On the server of the run whatever its version (the harness's cluster is
+ * shared: a timeout there would invalidate other files' slots), so on its own PostgreSQL 18.
+ */
+describe('a slot invalidated by idle_replication_slot_timeout (PostgreSQL 18)', () => {
+  let server: ThrowawayPostgres | undefined;
+  let pool: pg.Pool;
+  const slot = 'recover_idle';
+
+  beforeAll(async () => {
+    server = await startThrowawayPostgres({ version: '18' });
+    pool = new pg.Pool({ connectionString: server.url, max: 3 });
+    pool.on('error', () => {});
+    const c = await pool.connect();
+    try {
+      await migrate(c, { schema: 'public', table: 'outbox', publication: 'outbox_pub', slot });
+    } finally {
+      c.release();
+    }
+    await kafka.createTopic('outbox.event.Idle', 2);
+  }, 120_000);
+
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  it('status, the log and a metric name idle_timeout; the recovery publishes the gap: 0 lost', async () => {
+    const w = writer(pool, 'Idle');
+    let relay = run(server!.url, slot);
+    await relay.waitForLog(/streaming from the slot/, 30_000);
+    // What the relay chose for this server, said at start.
+    await relay.waitForLog(/replication on PostgreSQL 18\.\d+: pgoutput proto_version 1, binary values/);
+    await w.write(30);
+    await waitFor(async () => (await truthful(pool, 'Idle')).published === 30, {
+      message: 'first 30 published',
+    });
+    relay.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
+    await w.write(25);
+    // The relay is down: the slot is idle from now. 1 s later a checkpoint invalidates it.
+    await pool.query('ALTER SYSTEM SET idle_replication_slot_timeout = 1');
+    await pool.query('SELECT pg_reload_conf()');
+    await waitFor(
+      async () => {
+        await pool.query('CHECKPOINT');
+        const r = await pool.query<{ reason: string | null }>(
+          'SELECT invalidation_reason AS reason FROM pg_replication_slots WHERE slot_name = $1',
+          [slot],
+        );
+        return r.rows[0]?.reason === 'idle_timeout';
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: 'slot invalidated by idle_replication_slot_timeout' },
+    );
+    // Off again: the new slot must not be invalidated between its creation and the stream.
+    await pool.query('ALTER SYSTEM RESET idle_replication_slot_timeout');
+    await pool.query('SELECT pg_reload_conf()');
+    await w.write(25);
+
+    const status = spawnCli(['status', '--database-url', server!.url, '--slot', slot]);
+    expect(await status.exited).toBe(EXIT.UNAVAILABLE);
+    expect(status.stdout()).toMatch(/wal_status lost \(invalidated: idle_timeout\)/);
+    expect(status.stdout()).toMatch(
+      /invalidation_reason = idle_timeout\): it was inactive for longer than idle_replication_slot_timeout/,
+    );
+    const json = spawnCli(['status', '--json', '--database-url', server!.url, '--slot', slot]);
+    await json.exited;
+    expect(JSON.parse(json.stdout()).slot.invalidationReason).toBe('idle_timeout');
+
+    relay = run(server!.url, slot, ['--http-port', '0', '--http-host', '127.0.0.1']);
+    await relay.waitForLog(/slot recovery done/, 30_000);
+    expect(relay.logs()).toMatch(
+      /replication slot invalidated \(wal_status = lost, invalidation_reason = idle_timeout\): dropping it to recover/,
+    );
+    expect(relay.logs()).toMatch(
+      /replication slot lost \(invalidated: idle_timeout\): recovering without a gap/,
+    );
+    expect(relay.logs()).toMatch(/slot recovery done \(invalidated: idle_timeout\): 50 rows published/);
+    await w.write(20);
+    const report = await expectComplete('Idle', w.next, 'idle_timeout while down');
+    // The 30 published before were recorded: none of them is sent again.
+    expect(report.duplicates).toBe(0);
+    await waitFor(async () => Object.keys(await truthful(pool, 'Idle')).join() === 'published', {
+      message: 'every row recorded published',
+    });
+    const line = relay
+      .logs()
+      .split('\n')
+      .find((l) => l.includes('"msg":"http server listening'))!;
+    const { port } = JSON.parse(line) as { port: number };
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toMatch(/^outbox_slot_invalidations_total\{reason="idle_timeout"\} 1$/m);
+    expect(metrics).toMatch(/^outbox_slot_recoveries_total 1$/m);
+    relay.kill('SIGTERM');
+    expect(await relay.exited).toBe(0);
   }, 180_000);
 });

@@ -13,14 +13,20 @@
  * Chosen in this order:
  *   1. OUTBOX_TEST_DATABASE_URL (must already have wal_level=logical);
  *   2. a throwaway cluster from the local server binaries (src/dev/throwaway-postgres.ts);
- *   3. a postgres:17 container via testcontainers, if a container engine is reachable;
+ *      OUTBOX_TEST_PG_VERSION=<major> (14 – 18; OUTBOX_PG_VERSION is read too) chooses its major:
+ *      the local install of that major, else the npm registry's build of it, fetched into
+ *      .cache/postgres on first use (src/dev/postgres-builds.ts; `npm run postgres -- fetch`);
+ *   3. a postgres container via testcontainers (postgres:<that major>, else postgres:17), if a
+ *      container engine is reachable;
  *   4. otherwise fail, naming all three.
+ * Either way the run prints the server's version (`[test postgres] … PostgreSQL 18.4 …`).
  */
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { kafkaVersionFromEnv, LocalKafkaCluster } from '../../src/dev/local-kafka.ts';
+import { parseMajor } from '../../src/dev/postgres-builds.ts';
 import { startThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../../src/sinks/kafka/kafkajs/warnings.ts';
 import { ROOT } from './relay.ts';
@@ -31,6 +37,8 @@ declare module 'vitest' {
     pgAdminUrl: string;
     /** Which source provided it, e.g. "local binaries /usr/lib/postgresql/15/bin". */
     pgSource: string;
+    /** The server's server_version_num, e.g. 150014 (tests that differ per version read it). */
+    pgVersionNum: number;
   }
 }
 
@@ -40,8 +48,16 @@ function redact(url: string): string {
   return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 }
 
-/** Checks that the server can do what the tests need; throws a message that says how to fix it. */
-export async function verifyLogicalPostgres(url: string): Promise<void> {
+/** The major version the run asks for: OUTBOX_TEST_PG_VERSION, else OUTBOX_PG_VERSION; undefined = any. */
+export function testPgVersion(): string | undefined {
+  return process.env.OUTBOX_TEST_PG_VERSION?.trim() || process.env.OUTBOX_PG_VERSION?.trim() || undefined;
+}
+
+/**
+ * Checks that the server can do what the tests need (and is the major asked for); throws a message
+ * that says how to fix it. Returns its version (server_version, server_version_num).
+ */
+export async function verifyLogicalPostgres(url: string): Promise<{ version: string; versionNum: number }> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   await client.connect();
   try {
@@ -64,6 +80,19 @@ export async function verifyLogicalPostgres(url: string): Promise<void> {
           '`ALTER ROLE <user> CREATEDB REPLICATION;`',
       );
     }
+    const v = (
+      await client.query<{ version: string; num: number }>(
+        "SELECT current_setting('server_version') AS version, current_setting('server_version_num')::int AS num",
+      )
+    ).rows[0]!;
+    const wanted = testPgVersion();
+    if (wanted && Math.floor(v.num / 10_000) !== parseMajor(wanted)) {
+      throw new Error(
+        `OUTBOX_TEST_PG_VERSION asks for PostgreSQL ${wanted}, but ${redact(url)} runs ${v.version}: ` +
+          'unset OUTBOX_TEST_DATABASE_URL to let the tests start that version, or point it at a server of that version',
+      );
+    }
+    return { version: v.version, versionNum: v.num };
   } finally {
     await client.end();
   }
@@ -72,7 +101,9 @@ export async function verifyLogicalPostgres(url: string): Promise<void> {
 async function fromContainer(): Promise<Acquired> {
   const { GenericContainer, Wait, getContainerRuntimeClient } = await import('testcontainers');
   await getContainerRuntimeClient(); // throws if no container engine is reachable
-  const container = await new GenericContainer('postgres:17')
+  const wanted = testPgVersion();
+  const image = `postgres:${wanted ? parseMajor(wanted) : 17}`;
+  const container = await new GenericContainer(image)
     .withEnvironment({ POSTGRES_PASSWORD: 'postgres' })
     .withCommand([
       'postgres',
@@ -89,7 +120,7 @@ async function fromContainer(): Promise<Acquired> {
   const url = `postgres://postgres:postgres@${container.getHost()}:${container.getMappedPort(5432)}/postgres`;
   return {
     url,
-    source: `testcontainers postgres:17 (${container.getId().slice(0, 12)})`,
+    source: `testcontainers ${image} (${container.getId().slice(0, 12)})`,
     teardown: async () => {
       await container.stop();
     },
@@ -108,7 +139,7 @@ async function acquire(): Promise<Acquired> {
 
   const reasons: string[] = [];
   try {
-    const local = await startThrowawayPostgres();
+    const local = await startThrowawayPostgres({ version: testPgVersion() });
     return {
       url: local.url,
       source: `throwaway cluster from local binaries ${local.binDir} on port ${local.port}`,
@@ -129,8 +160,8 @@ async function acquire(): Promise<Acquired> {
       '  1. OUTBOX_TEST_DATABASE_URL=postgres://user:pass@host:port/db of a server with wal_level=logical ' +
       '(user with CREATEDB + REPLICATION);\n' +
       '  2. local PostgreSQL server binaries (`apt-get install postgresql`, or set OUTBOX_PG_BINDIR) ' +
-      'for a throwaway cluster;\n' +
-      '  3. a running container engine (Docker/Podman) for testcontainers postgres:17.\n' +
+      'for a throwaway cluster (OUTBOX_TEST_PG_VERSION=14…18: that major, from the npm registry if not installed);\n' +
+      '  3. a running container engine (Docker/Podman) for testcontainers postgres.\n' +
       `Why each automatic option failed:\n  - ${reasons.join('\n  - ')}`,
   );
 }
@@ -217,13 +248,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
     (async () => {
       const pgs = await acquire();
       try {
-        await verifyLogicalPostgres(pgs.url);
+        const v = await verifyLogicalPostgres(pgs.url);
+        console.log(
+          `[test postgres] PostgreSQL ${v.version}: ${pgs.source}, ready in ${Date.now() - started} ms`,
+        );
+        return { ...pgs, versionNum: v.versionNum };
       } catch (err) {
         await pgs.teardown();
         throw err;
       }
-      console.log(`[test postgres] ${pgs.source}, ready in ${Date.now() - started} ms`);
-      return pgs;
     })(),
     (async () => {
       const k = await acquireKafka(runDir);
@@ -241,6 +274,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const kafka = kafkaResult.value;
   project.provide('pgAdminUrl', pgs.url);
   project.provide('pgSource', pgs.source);
+  project.provide('pgVersionNum', pgs.versionNum);
   project.provide('kafkaBrokers', kafka.brokers);
   project.provide('kafkaSource', kafka.source);
   project.provide('kafkaRunDir', runDir);

@@ -31,6 +31,16 @@ export function adminUrl(): string {
   return url;
 }
 
+/** The run's server_version_num (e.g. 180004): for tests whose expected behaviour differs per version. */
+export function pgVersionNum(): number {
+  const n = inject('pgVersionNum');
+  if (!n)
+    throw new Error(
+      'no pgVersionNum: run the tests through vitest with globalSetup test/support/global-setup.ts',
+    );
+  return n;
+}
+
 function slug(text: string): string {
   return text
     .toLowerCase()

@@ -244,15 +244,21 @@ export async function insertEvents(
 
 /**
  * Inserts rows in one transaction and returns, besides their ids, the start LSN of that
- * transaction's commit record (read with pg_walinspect). It is the exact bound a slot's
- * confirmed_flush_lsn must not pass while the rows are unpublished: on restart the server
- * skips every transaction whose commit record starts below confirmed_flush_lsn.
+ * transaction's commit record (read with pg_walinspect; on PostgreSQL 14, which has none, from
+ * pgoutput: commitLsnFromPgoutput). It is the exact bound a slot's confirmed_flush_lsn must not
+ * pass while the rows are unpublished: on restart the server skips every transaction whose
+ * commit record starts below confirmed_flush_lsn.
  */
 export async function insertEventsReportingCommit(
   db: { pool: pg.Pool },
   rows: EventRow[],
 ): Promise<{ ids: string[]; commitLsn: string }> {
-  await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const version = await db.pool.query<{ n: number }>(
+    "SELECT current_setting('server_version_num')::int AS n",
+  );
+  const walinspect = version.rows[0]!.n >= 150_000;
+  if (walinspect) await db.pool.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  else await ensureCommitSlot(db.pool);
   const client = await db.pool.connect();
   let ids: string[];
   let xid: string;
@@ -274,6 +280,7 @@ export async function insertEventsReportingCommit(
   }
   // The test clusters run with synchronous_commit=off: pg_walinspect reads only flushed WAL.
   await waitUntilFlushed(db.pool, await currentInsertLsn(db.pool));
+  if (!walinspect) return { ids, commitLsn: await commitLsnFromPgoutput(db.pool, xid) };
   const r = await db.pool.query<{ lsn: string }>(
     `SELECT start_lsn::text AS lsn FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
       WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%' AND xid::text = $2`,
@@ -282,6 +289,37 @@ export async function insertEventsReportingCommit(
   const lsn = r.rows[0]?.lsn;
   if (!lsn) throw new Error(`commit record of transaction ${xid} not found in the WAL after ${from}`);
   return { ids, commitLsn: lsn };
+}
+
+/**
+ * PostgreSQL 14 (no pg_walinspect): a slot of the database, `tc_<database>`, with a publication of
+ * no table (`test_commits`: pgoutput then sends only each transaction's Begin and Commit). Created
+ * before the first transaction it reports on; dropped with the test database.
+ */
+async function ensureCommitSlot(pool: pg.Pool): Promise<void> {
+  await pool.query(
+    `DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'test_commits') THEN CREATE PUBLICATION test_commits; END IF;
+     END $$`,
+  );
+  // A statement of its own: a slot cannot be created in a transaction that has written.
+  await pool.query(
+    `SELECT pg_create_logical_replication_slot(left('tc_' || current_database(), 63), 'pgoutput')
+      WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = left('tc_' || current_database(), 63))`,
+  );
+}
+
+/** pgoutput's Begin message carries final_lsn, the start of the transaction's commit record. */
+async function commitLsnFromPgoutput(pool: pg.Pool, xid: string): Promise<string> {
+  const r = await pool.query<{ data: Buffer }>(
+    `SELECT data FROM pg_logical_slot_get_binary_changes(left('tc_' || current_database(), 63), NULL, NULL,
+       'proto_version', '1', 'publication_names', 'test_commits')`,
+  );
+  // Begin: 'B', final_lsn (Int64), commit timestamp (Int64), xid (Int32).
+  const begin = r.rows.find((x) => x.data[0] === 0x42 && String(x.data.readUInt32BE(17)) === xid);
+  if (!begin) throw new Error(`transaction ${xid} not found in the slot tc_<database> (pgoutput)`);
+  const lsn = begin.data.readBigUInt64BE(1);
+  return `${(lsn >> 32n).toString(16).toUpperCase()}/${(lsn & 0xffffffffn).toString(16).toUpperCase()}`;
 }
 
 async function currentInsertLsn(pool: pg.Pool): Promise<string> {

@@ -20,7 +20,13 @@ export interface OverviewData {
   slot: {
     reading: Pick<
       SlotReading,
-      'active' | 'activePid' | 'walStatus' | 'safeWalSizeBytes' | 'retainedBytes' | 'confirmedLagBytes'
+      | 'active'
+      | 'activePid'
+      | 'walStatus'
+      | 'invalidationReason'
+      | 'safeWalSizeBytes'
+      | 'retainedBytes'
+      | 'confirmedLagBytes'
     > | null;
     error: string | null;
   };
@@ -80,7 +86,7 @@ ${
       : html`<dl>
 <dt>active</dt><dd data-testid="slot-active">${s.active ? `yes (pid ${s.activePid})` : html`<span class="bad">no: nobody streams from it, WAL accumulates</span>`}</dd>
 <dt>retained WAL</dt><dd data-testid="retained-wal">${formatBytes(s.retainedBytes)}</dd>
-<dt>wal_status</dt><dd><span class="walstatus walstatus-${s.walStatus ?? 'none'}">${s.walStatus ?? '–'}</span></dd>
+<dt>wal_status</dt><dd><span class="walstatus walstatus-${s.walStatus ?? 'none'}">${s.walStatus ?? '–'}</span>${s.invalidationReason ? ` (invalidation_reason ${s.invalidationReason})` : ''}</dd>
 <dt>safe WAL size</dt><dd>${s.safeWalSizeBytes === null ? 'unlimited (max_slot_wal_keep_size = -1)' : formatBytes(s.safeWalSizeBytes)}</dd>
 <dt>time to exhaustion</dt><dd>${d.secondsToExhaustion === null ? (s.safeWalSizeBytes === null ? 'no limit' : 'not growing') : formatAge(d.secondsToExhaustion)}</dd>
 <dt>lag behind current WAL</dt><dd>${formatBytes(s.confirmedLagBytes)}</dd>
