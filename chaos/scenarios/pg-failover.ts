@@ -51,6 +51,7 @@ async function runFailover(env: Env, version: string, synced: boolean) {
   const primary = await startThrowawayPostgres({ version, settings: { max_connections: 100 } });
   if (synced) {
     const c = new pg.Client(primary.url);
+    c.on('error', () => {});
     await c.connect();
     await c.query("SELECT pg_create_physical_replication_slot('standby_slot', true)");
     await c.end();
@@ -73,10 +74,10 @@ async function runFailover(env: Env, version: string, synced: boolean) {
     if ((await m.exited) !== 0) throw new Error(`migrate failed: ${m.logs().slice(-1000)}`);
     if (synced) {
       const c = new pg.Client(primary.url);
+      c.on('error', () => {});
       await c.connect();
-      // The relay's slot with failover = true (created here: the relay then finds it), and
-      // decoding held back until the standby's physical slot confirmed the WAL.
-      await c.query("SELECT pg_create_logical_replication_slot('chaos', 'pgoutput', false, false, true)");
+      // Decoding held back until the standby's physical slot confirmed the WAL; the relay turns
+      // failover on for its slot by itself (--slot-failover, the default on 17+).
       await c.query("ALTER SYSTEM SET synchronized_standby_slots = 'standby_slot'");
       await c.query('SELECT pg_reload_conf()');
       await c.end();
@@ -100,6 +101,7 @@ async function runFailover(env: Env, version: string, synced: boolean) {
       // Ready for a failover only once the standby's copy is synced and no longer temporary
       // (a temporary synced slot is dropped at promotion: design.md §9 trap 1).
       const s = new pg.Client(standby.url);
+      s.on('error', () => {});
       await s.connect();
       const ready = async () =>
         (
@@ -117,6 +119,7 @@ async function runFailover(env: Env, version: string, synced: boolean) {
       env.log(`the standby's copy of the slot is synced and not temporary (${Date.now() - t0} ms)`);
     }
     const direct = new pg.Client(primary.url);
+    direct.on('error', () => {});
     await direct.connect();
     const ws = await direct.query<{ pid: number }>(
       "SELECT pid FROM pg_stat_replication WHERE application_name = 'standby'",

@@ -679,6 +679,19 @@ export class Relay {
         });
         return 'missing' as const;
       });
+      // A promotion under a slot that continues (PostgreSQL 17+'s synced failover slot): what
+      // this relay published from the old primary and recorded there may be past the synced
+      // slot's position but not in the new primary's progress record (its WAL did not reach the
+      // standby): those rows would stay 'pending' for ever. The table pass covers them (the
+      // rule of store/timeline.ts: the new primary's own state decides; duplicates, not losses).
+      if (state !== 'missing' && recovery === null && c.slotRecovery) {
+        const now = await currentTimeline(client);
+        const was = this.#timelines.current;
+        if (was !== null && was !== now) {
+          recovery = 'promoted';
+          await markRecovery(client, store.progress, c.slot, recovery);
+        }
+      }
       if (state === 'missing' && recovery === null) {
         const recorded = await readProgress(client, store.progress, c.slot);
         recovery = this.#slotSeen || (recorded !== null && recorded !== '{}') ? 'dropped' : 'created';
@@ -710,6 +723,7 @@ export class Relay {
    */
   async #recover(recovery: string, d: Parameters<typeof publishUnrecorded>[0]): Promise<boolean> {
     const t0 = Date.now();
+    if (recovery === 'promoted') return this.#recoverAfterPromotion(d, t0);
     const lost = recovery !== 'created';
     // The reason PostgreSQL gave, when this process saw the invalidation (not after a restart mid-recovery).
     const reason = recovery === 'invalidated' ? this.#lostReason : null;
@@ -732,6 +746,22 @@ export class Relay {
           ? `slot recovery done (${why}): ${r.published} rows published from the table (those the old slot had sent but not recorded are duplicates), ${r.failed} failed, ${r.parked} parked`
           : `published ${r.published} rows committed before the slot existed`,
       );
+    return true;
+  }
+
+  /** The table pass after a promotion the slot survived (see #openSlot). */
+  async #recoverAfterPromotion(d: Parameters<typeof publishUnrecorded>[0], t0: number): Promise<boolean> {
+    this.#log.warn(
+      { recovery: 'promoted' },
+      "after a promotion the slot continued on the new primary: publishing from the table every row the new primary's progress record does not cover (outcomes recorded only on the old primary did not reach it), then streaming",
+    );
+    const r = await publishUnrecorded(d, this.#stop.signal);
+    if (!r) return false;
+    await markRecovery(d.store.db, d.store.progress, this.#c.slot, null);
+    this.#log.warn(
+      { recovery: 'promoted', ...r, ms: Date.now() - t0 },
+      `table pass after the promotion done: ${r.published} rows published (duplicates where the old primary had published them), ${r.failed} failed, ${r.parked} parked`,
+    );
     return true;
   }
 

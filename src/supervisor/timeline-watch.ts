@@ -24,6 +24,7 @@ export class TimelineWatch {
     this.#metrics = metrics;
   }
 
+  /** The timeline the last stream started on (null before the first). */
   get current(): string | null {
     return this.#last;
   }
@@ -36,28 +37,29 @@ export class TimelineWatch {
       if (was === null) this.#log.info({ timeline: key }, `database on ${describeTimeline(key)}`);
       return;
     }
-    this.#changed(was, key, null);
+    this.#changed(was, key);
   }
 
-  /** A TIMELINE_CHANGED error ended a session: its outcomes were dropped. */
+  /**
+   * A TIMELINE_CHANGED error ended a session: its outcomes were dropped. Logged here; the change
+   * itself is counted when a stream starts on the new timeline (observe), and `current` stays the
+   * old one until then, so the relay knows a table pass is due (relay.ts #openSlot).
+   */
   dropped(e: RelayError): void {
     if (!isRelayError(e)) return;
     const { from, to, events } = (e.details ?? {}) as { from?: string; to?: string; events?: number };
     if (!from || !to) return;
-    const was = this.#last ?? from;
-    this.#last = to;
-    this.#changed(was, to, events ?? 0);
+    this.#log.warn(
+      { from, to, dropped: events ?? 0 },
+      `the outcomes of ${events ?? 0} events observed on ${describeTimeline(from)} were dropped, not recorded: the database is now on ${describeTimeline(to)}`,
+    );
   }
 
-  #changed(from: string, to: string, dropped: number | null): void {
+  #changed(from: string, to: string): void {
     this.#metrics.timelineChanges.inc();
     this.#log.warn(
-      { from, to, dropped },
-      `database timeline changed: ${describeTimeline(from)} → ${describeTimeline(to)} (a standby was promoted, or another database answers here)` +
-        (dropped === null
-          ? ''
-          : `; the outcomes of ${dropped} events observed on the old one were dropped, not recorded`) +
-        ": nothing observed on the old primary is recorded on the new one; the new primary's own progress record, slot or table recovery decides what is published (duplicates possible)",
+      { from, to },
+      `database timeline changed: ${describeTimeline(from)} → ${describeTimeline(to)} (a standby was promoted, or another database answers here): nothing observed on the old primary is recorded on the new one; the new primary's own progress record, slot or table recovery decides what is published (duplicates possible)`,
     );
   }
 }
