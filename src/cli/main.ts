@@ -25,8 +25,6 @@ import { classifyKafkaError } from '../sinks/kafka/kafka-errors.ts';
 import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafka/kafkajs/warnings.ts';
-import { classifyRedisError } from '../sinks/redis/redis-errors.ts';
-import { RedisSink } from '../sinks/redis/redis-sink.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
 import { classifySqsError } from '../sinks/sqs/sqs-errors.ts';
 import { SqsSink } from '../sinks/sqs/sqs-sink.ts';
@@ -71,6 +69,9 @@ async function checkDeadLetterTopic(sink: KafkaSink, topic: string, log: Logger)
  * --redis-wait-replicas). Warnings do not fail the check: they are choices an operator may make.
  */
 async function checkRedis(c: Config, log: Logger): Promise<void> {
+  // Loaded only here: ioredis is not every command's start-up cost.
+  const { RedisSink } = await import('../sinks/redis/redis-sink.ts');
+  const { classifyRedisError } = await import('../sinks/redis/redis-errors.ts');
   const sink = new RedisSink(
     { ...c, redisStreamTemplate: '{topic}', redisMaxlen: 0, redisDedupTtlS: 1, redisMaxPending: 1 },
     log,

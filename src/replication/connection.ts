@@ -152,6 +152,12 @@ export async function identifySystem(client: pg.ClientBase): Promise<string> {
   return timelineKey(String(row.systemid), Number(row.timeline));
 }
 
+/** server_version by SHOW (a replication command: no catalog read); null if it fails. */
+async function serverVersion(client: pg.ClientBase): Promise<string | null> {
+  const r = await client.query<{ server_version: string }>('SHOW server_version').catch(() => null);
+  return r?.rows[0]?.server_version ?? null;
+}
+
 export interface StartOptions {
   slot: string;
   publication: string;
@@ -212,7 +218,13 @@ export class ReplicationConnection {
   /** Streams until the server ends the copy or the connection fails; rejects with the server's error. */
   async stream(opts: StartOptions, handlers: StreamHandlers): Promise<void> {
     const timeline = await identifySystem(this.#client);
-    const choices = await streamChoices(this.#client, opts.publication);
+    // Text values asked for (the Debezium preset): no SQL on this connection before the stream —
+    // a catalog query here (pg_publication_tables) made pgoutput miss the rows of a transaction
+    // across a publication's re-creation (test/integration/debezium-narrow-publication.test.ts).
+    // SHOW reads no catalog.
+    const choices = opts.text
+      ? { binary: false, serverVersion: await serverVersion(this.#client) }
+      : await streamChoices(this.#client, opts.publication);
     this.#binary = !opts.text && choices.binary;
     const unconverted = await streamUnconverted(this.#client);
     const connection = this.#connection;
