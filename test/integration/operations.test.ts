@@ -193,8 +193,13 @@ describe('slot health', () => {
         { timeoutMs: 30_000, intervalMs: 300, message: 'retained WAL back under 1 MiB' },
       );
       await watch.check();
+      // Once per crossing: a check that lands between the thresholds while the WAL is recycled
+      // (seen on PostgreSQL 14: restart_lsn moved in two steps) logs critical → warn, then → ok.
       const cleared = mem.lines().filter((l) => l.level === INFO && /back to/.test(l.msg));
-      expect(cleared).toHaveLength(1);
+      expect(cleared.length).toBeGreaterThanOrEqual(1);
+      expect(cleared.length).toBeLessThanOrEqual(2);
+      expect(cleared.at(-1)!.msg).toMatch(/\(ok\)$/);
+      if (cleared.length === 2) expect(cleared[0]!.msg).toMatch(/\(warn\)$/);
       expect(noise().map((l) => l.level)).toEqual([WARN, ERROR]);
       await waitFor(async () => ((await gaugeValue(relay.metrics.slot.retainedWalBytes)) ?? Infinity) < MiB, {
         message: 'the relay exports the lower retained WAL',
