@@ -7,12 +7,14 @@
  * (no listen-and-close race); a restart binds that same port again, so the relay's
  * URL stays valid. If something else took the port meanwhile, the restart fails loudly.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { untilFrozen } from './frozen.ts';
 
 export interface NatsServerOptions {
   /** The server's max_payload (bytes); NATS' default is 1 MiB. */
@@ -150,20 +152,9 @@ export class ThrowawayNats {
     this.#child?.kill('SIGSTOP');
   }
 
-  /**
-   * Resolves once every thread of the frozen server is stopped (state T in /proc): SIGSTOP reaches
-   * a busy process's threads a moment after kill() returns, and on a loaded machine a publish sent
-   * at once was still answered.
-   */
-  async frozen(): Promise<void> {
-    const pid = this.#child?.pid;
-    if (!pid) return;
-    const stopped = () =>
-      readdirSync(`/proc/${pid}/task`).every((t) => {
-        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(') ') + 2).startsWith('T');
-      });
-    for (let i = 0; i < 200 && !stopped(); i++) await new Promise((r) => setTimeout(r, 10));
+  /** Resolves once every thread of the frozen server is stopped (test/support/frozen.ts). */
+  frozen(): Promise<void> {
+    return untilFrozen(this.#child?.pid);
   }
 
   thaw(): void {

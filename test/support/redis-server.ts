@@ -7,12 +7,14 @@
  * before it answers, so a kill -9 of the process loses no acknowledged write (fsync once a second
  * matters only when the machine itself stops). A restart reads the same AOF back.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { type PortLease, reservePort } from '../../src/dev/ports.ts';
+import { untilFrozen } from './frozen.ts';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
 
@@ -156,16 +158,9 @@ export class ThrowawayRedis {
     this.#child?.kill('SIGSTOP');
   }
 
-  /** Resolves once every thread of the frozen server is stopped (state T in /proc). */
-  async frozen(): Promise<void> {
-    const pid = this.#child?.pid;
-    if (!pid) return;
-    const stopped = () =>
-      readdirSync(`/proc/${pid}/task`).every((t) => {
-        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(') ') + 2).startsWith('T');
-      });
-    for (let i = 0; i < 200 && !stopped(); i++) await new Promise((r) => setTimeout(r, 10));
+  /** Resolves once every thread of the frozen server is stopped (test/support/frozen.ts). */
+  frozen(): Promise<void> {
+    return untilFrozen(this.#child?.pid);
   }
 
   thaw(): void {
