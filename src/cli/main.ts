@@ -30,6 +30,8 @@ import { classifySqsError } from '../sinks/sqs/sqs-errors.ts';
 import { SqsSink } from '../sinks/sqs/sqs-sink.ts';
 import { migrate } from '../store/migrate.ts';
 import { planMigration } from '../store/migrate-plan.ts';
+import { progressTable } from '../store/progress-table.ts';
+import { hasTimelineColumn, missingTimelineColumn } from '../store/stored-timeline.ts';
 import { Relay, toRelayError } from '../supervisor/relay.ts';
 import { completionScript, SHELLS, type Shell } from './completion.ts';
 
@@ -269,6 +271,12 @@ async function main(argv: string[]): Promise<number> {
         await checkDatabase(client, c);
         if (c.sink === 'sqs') await checkSqsQueue(c, log);
         await checkPartitions(client, c);
+        const progress = progressTable(c.schema, c.table);
+        if (!(await hasTimelineColumn(client, progress)))
+          log.warn(
+            { finding: 'timeline-column-missing', fix: 'outbox-relay migrate' },
+            missingTimelineColumn(progress),
+          );
         return (await readFailover(client, c.slot, c.standbyUrl)).report;
       });
       // Failover findings never fail the check: the database can feed the relay; they say what a failover would cost.

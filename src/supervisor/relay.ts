@@ -40,7 +40,7 @@ import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
 import { publishUnrecorded } from './slot-recovery.ts';
 import { StateRecorder } from './state-recorder.ts';
-import { TimelineWatch } from './timeline-watch.ts';
+import { startTimeline, TimelineWatch } from './timeline-watch.ts';
 
 export interface RelayOptions {
   config: Config;
@@ -684,13 +684,11 @@ export class Relay {
       // slot's position but not in the new primary's progress record (its WAL did not reach the
       // standby): those rows would stay 'pending' for ever. The table pass covers them (the
       // rule of store/timeline.ts: the new primary's own state decides; duplicates, not losses).
-      if (state !== 'missing' && recovery === null && c.slotRecovery) {
-        const now = await currentTimeline(client);
-        const was = this.#timelines.current;
-        if (was !== null && was !== now) {
-          recovery = 'promoted';
-          await markRecovery(client, store.progress, c.slot, recovery);
-        }
+      // Also after a restart: the timeline the last start stored with the progress record.
+      const on = await startTimeline(client, store.progress, c.slot, this.#timelines, this.#log);
+      if (state !== 'missing' && recovery === null && c.slotRecovery && on.promoted) {
+        recovery = 'promoted';
+        await markRecovery(client, store.progress, c.slot, recovery);
       }
       if (state === 'missing' && recovery === null) {
         const recorded = await readProgress(client, store.progress, c.slot);
@@ -706,6 +704,7 @@ export class Relay {
       }
       const failover = c.slotFailover && (await failoverSlotsPossible(client));
       const slot = await ensureSlot(client, c.slot, { failover });
+      await on.store();
       this.#slotSeen = true;
       if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
       else if (failover) await turnOnSlotFailover(client, c.databaseUrl, c.slot, this.#log);

@@ -1,7 +1,9 @@
+import type pg from 'pg';
 import { isRelayError, type RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
-import { describeTimeline } from '../store/timeline.ts';
+import { missingTimelineColumn, readStoredTimeline, storeTimeline } from '../store/stored-timeline.ts';
+import { currentTimeline, describeTimeline } from '../store/timeline.ts';
 
 /**
  * The database timeline the relay last saw (store/timeline.ts), and what happens when it changes
@@ -41,6 +43,21 @@ export class TimelineWatch {
   }
 
   /**
+   * Whether the server's timeline `now` differs from the one the relay last knew: this process's
+   * (a promotion while it ran), else `stored` — the key kept with the slot's progress record by
+   * the last start (store/stored-timeline.ts; a promotion while no relay ran). A change known only
+   * from the stored key is logged with both keys and counted here, once.
+   */
+  promotedSince(stored: string | null, now: string): boolean {
+    if (this.#last !== null) return this.#last !== now;
+    if (stored === null || stored === now) return false;
+    this.#last = stored;
+    this.#log.info({ timeline: stored }, `the slot's relay last started on ${describeTimeline(stored)}`);
+    this.observe(now);
+    return true;
+  }
+
+  /**
    * A TIMELINE_CHANGED error ended a session: its outcomes were dropped. Logged here; the change
    * itself is counted when a stream starts on the new timeline (observe), and `current` stays the
    * old one until then, so the relay knows a table pass is due (relay.ts #openSlot).
@@ -63,3 +80,34 @@ export class TimelineWatch {
     );
   }
 }
+
+/**
+ * At each slot opening: the server's timeline, whether a promotion happened since the relay last
+ * knew it (watch.promotedSince: in-process, or the key the last start stored with the progress
+ * record), and `store()` to keep the server's key for the next start — called once the recovery
+ * a promotion needs is marked, so a crash in between repeats the comparison, or the pass.
+ * A progress table without the column (migrated before sql/000005): no stored key, said once.
+ */
+export async function startTimeline(
+  db: pg.ClientBase,
+  progress: string,
+  slot: string,
+  watch: TimelineWatch,
+  log: Logger,
+): Promise<{ promoted: boolean; store: () => Promise<void> }> {
+  const now = await currentTimeline(db);
+  const stored = await readStoredTimeline(db, progress, slot);
+  if (stored.kind === 'absent' && !warnedAbsent.has(progress)) {
+    warnedAbsent.add(progress);
+    log.warn({ table: progress }, missingTimelineColumn(progress));
+  }
+  const promoted = watch.promotedSince(stored.kind === 'stored' ? stored.key : null, now);
+  return {
+    promoted,
+    store: async () => {
+      if (stored.kind === 'stored' && stored.key !== now) await storeTimeline(db, progress, slot, now);
+    },
+  };
+}
+
+const warnedAbsent = new Set<string>();
