@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { qualified } from './sql-ident.ts';
+import { TIMELINE_SQL } from './timeline.ts';
 
 /**
  * The name of the per-slot progress record (sql/000003_relay_progress.sql) and the row migrate
@@ -15,7 +16,9 @@ export async function insertInitialProgress(
   progress: string,
   slot: string,
 ): Promise<void> {
-  await db.query(`INSERT INTO ${progress} (slot_name) VALUES ($1) ON CONFLICT (slot_name) DO NOTHING`, [
-    slot,
-  ]);
+  // With the server's timeline (sql/000005): a promotion before the relay's first start is seen too.
+  await db.query(
+    `INSERT INTO ${progress} (slot_name, timeline) VALUES ($1, ${TIMELINE_SQL}) ON CONFLICT (slot_name) DO NOTHING`,
+    [slot],
+  );
 }
