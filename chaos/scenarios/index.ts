@@ -8,6 +8,7 @@ import { kill9Storm } from './kill9-storm.ts';
 import { leaderFailover } from './leader-failover.ts';
 import { partialRefusal } from './partial-refusal.ts';
 import { PG_FAILOVER_SCENARIOS } from './pg-failover.ts';
+import { PG_FAILOVER_FAULT_SCENARIOS } from './pg-failover-faults.ts';
 import { pgRestart } from './pg-restart.ts';
 import { standbyTakeover } from './standby-takeover.ts';
 import { visibilityRace } from './visibility-race.ts';
@@ -26,4 +27,5 @@ export const SCENARIOS: Scenario[] = [
   ...CLUSTER_SCENARIOS,
   ...SINK_SCENARIOS,
   ...PG_FAILOVER_SCENARIOS,
+  ...PG_FAILOVER_FAULT_SCENARIOS,
 ];

@@ -1,9 +1,13 @@
 import pg from 'pg';
-import { startStandby, startThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
+import {
+  startStandby,
+  startThrowawayPostgres,
+  type ThrowawayPostgres,
+} from '../../src/dev/throwaway-postgres.ts';
 import { PgProxy } from '../../test/support/pg-proxy.ts';
 import { spawnCli } from '../../test/support/relay.ts';
 import type { Env } from '../lib/env.ts';
-import { type Scenario, sleep } from '../lib/scenario.ts';
+import { type Outcome, type Scenario, sleep } from '../lib/scenario.ts';
 import type { KeySeq } from '../lib/tally.ts';
 import { rng, Writer } from '../lib/writer.ts';
 import { drainAndRead, keys, START_WAIT_MS, TOPIC_OF } from './common.ts';
@@ -47,40 +51,44 @@ function syncedFailover(version: string): Scenario {
   };
 }
 
-async function runFailover(env: Env, version: string, synced: boolean) {
+/** A primary and its physical standby of one major, and the address the relay and writer use. */
+export interface Pair {
+  primary: ThrowawayPostgres;
+  standby: ThrowawayPostgres;
+  proxy: PgProxy;
+}
+
+/**
+ * The clusters, the outbox (migrate, slot `chaos`) and Kafka with the Chaos topic. `synced`
+ * (PostgreSQL 17+): the standby streams from a physical slot and syncs failover slots
+ * (sync_replication_slots), and the primary's synchronized_standby_slots names that slot.
+ */
+export async function startPair(env: Env, version: string, synced: boolean): Promise<Pair> {
   const primary = await startThrowawayPostgres({ version, settings: { max_connections: 100 } });
-  if (synced) {
-    const c = new pg.Client(primary.url);
-    c.on('error', () => {});
-    await c.connect();
-    await c.query("SELECT pg_create_physical_replication_slot('standby_slot', true)");
-    await c.end();
-  }
-  const standby = await startStandby(
-    primary,
-    synced
-      ? {
-          settings: {
-            primary_slot_name: 'standby_slot',
-            hot_standby_feedback: 'on',
-            sync_replication_slots: 'on',
-          },
-        }
-      : {},
-  );
-  const proxy = await PgProxy.start(primary.port);
+  let standby: ThrowawayPostgres | null = null;
+  let proxy: PgProxy | null = null;
   try {
+    if (synced) await sql(primary.url, "SELECT pg_create_physical_replication_slot('standby_slot', true)");
+    standby = await startStandby(
+      primary,
+      synced
+        ? {
+            settings: {
+              primary_slot_name: 'standby_slot',
+              hot_standby_feedback: 'on',
+              sync_replication_slots: 'on',
+            },
+          }
+        : {},
+    );
+    proxy = await PgProxy.start(primary.port);
     const m = spawnCli(['migrate', '--database-url', primary.url, '--slot', 'chaos']);
     if ((await m.exited) !== 0) throw new Error(`migrate failed: ${m.logs().slice(-1000)}`);
     if (synced) {
-      const c = new pg.Client(primary.url);
-      c.on('error', () => {});
-      await c.connect();
       // Decoding held back until the standby's physical slot confirmed the WAL; the relay turns
       // failover on for its slot by itself (--slot-failover, the default on 17+).
-      await c.query("ALTER SYSTEM SET synchronized_standby_slots = 'standby_slot'");
-      await c.query('SELECT pg_reload_conf()');
-      await c.end();
+      await sql(primary.url, "ALTER SYSTEM SET synchronized_standby_slots = 'standby_slot'");
+      await sql(primary.url, 'SELECT pg_reload_conf()');
     }
     env.pg = primary;
     env.url = proxy.url();
@@ -92,6 +100,43 @@ async function runFailover(env: Env, version: string, synced: boolean) {
     );
     await env.startKafka();
     await env.createTopic(TOPIC_OF('Chaos'), 3);
+    return { primary, standby, proxy };
+  } catch (e) {
+    await stopPair({ primary, standby, proxy });
+    throw e;
+  }
+}
+
+export async function stopPair(p: {
+  primary: ThrowawayPostgres;
+  standby: ThrowawayPostgres | null;
+  proxy: PgProxy | null;
+}): Promise<void> {
+  await p.proxy?.stop().catch(() => {});
+  await p.standby?.stop().catch(() => {});
+  await p.primary.stop().catch(() => {});
+}
+
+/** One statement on its own connection (the server may be the one a fault is aimed at). */
+export async function sql<T extends pg.QueryResultRow>(
+  url: string,
+  text: string,
+  params: unknown[] = [],
+): Promise<T[]> {
+  const c = new pg.Client(url);
+  c.on('error', () => {});
+  await c.connect();
+  try {
+    return (await c.query<T>(text, params)).rows;
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+async function runFailover(env: Env, version: string, synced: boolean) {
+  const pair = await startPair(env, version, synced);
+  const { primary, standby, proxy } = pair;
+  try {
     const relay = env.spawnRelay(['--slot-check-interval-ms', '500']);
     await relay.waitForLog(/"msg":"streaming from the slot"/, START_WAIT_MS);
     const w = new Writer({ url: env.url, type: 'Chaos', keys: keys('k', 30) });
@@ -142,46 +187,58 @@ async function runFailover(env: Env, version: string, synced: boolean) {
     const checks: string[] = [];
     const out = await drainAndRead(env, [w], [TOPIC_OF('Chaos')], checks);
 
-    // What the database has after the failover: the new primary's outbox.
-    const rows = await env.db.query<KeySeq>(
-      "SELECT aggregate_id AS key, (convert_from(payload, 'UTF8')::jsonb->>'seq')::int AS seq FROM outbox",
-    );
-    const have = new Set(rows.rows.map((r) => `${r.key}#${r.seq}`));
-    const phantoms = new Set(out.read.map((r) => `${r.key}#${r.seq}`).filter((k) => !have.has(k))).size;
-    const logs = relay.logs();
-    const timelineChanges = (logs.match(/database timeline changed/g) ?? []).length;
-    const recovered = /slot recovery done/.test(logs);
-    if (synced && phantoms > 0) checks.push(`${phantoms} phantoms although decoding waited for the standby`);
+    const timelineChanges = (relay.logs().match(/database timeline changed/g) ?? []).length;
+    const recovered = /slot recovery done/.test(relay.logs());
     if (synced && recovered)
       checks.push('the synced failover slot was not used: the slot was recovered from the table');
-    // The tally counts seqs 0, 1, 2 … per key: the new primary's rows are renumbered by rank
-    // (phantom seqs never existed there), the read-back alike, order kept.
-    const rank = new Map<string, number>();
-    const byKey = new Map<string, number[]>();
-    for (const r of rows.rows) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r.seq]);
-    for (const [key, seqs] of byKey) {
-      seqs.sort((a, b) => a - b);
-      for (let i = 0; i < seqs.length; i++) rank.set(`${key}#${seqs[i]}`, i);
-    }
-    const renumber = (r: KeySeq) => ({ key: r.key, seq: rank.get(`${r.key}#${r.seq}`)! });
+    const t = await joinOnPrimary(env, out, checks, { phantomsAllowed: !synced });
     return {
-      written: rows.rows.map(renumber),
-      read: out.read.filter((r) => have.has(`${r.key}#${r.seq}`)).map(renumber),
-      checks,
+      ...t,
       recoveryMs: env.progressAfter(killedAt),
       notes: [
-        `phantoms: ${phantoms} events read back that the new primary does not have (the writer committed ${w.written.length} on either primary; lag at the kill ${lag.rows[0]?.bytes} bytes)`,
+        `phantoms: ${t.phantoms} events read back that the new primary does not have (the writer committed ${w.written.length} on either primary; lag at the kill ${lag.rows[0]?.bytes} bytes)`,
         `timeline changes logged: ${timelineChanges}; slot recovered from the table: ${recovered}`,
       ],
-      phantoms,
       duplicatesExpected:
         "the lost slot's table recovery publishes again every event the new primary had not recorded (docs/delivery.md: exactly-once holds within one timeline)",
     };
   } finally {
-    await proxy.stop().catch(() => {});
-    await standby.stop().catch(() => {});
-    await primary.stop().catch(() => {});
+    await stopPair(pair);
   }
+}
+
+/**
+ * The read-back joined against the database's outbox as it is now (after a failover: the NEW
+ * primary's). Phantoms — events read back that it does not have — are counted (a check when
+ * `phantomsAllowed` is false); the tally's seqs are each key's rows renumbered by rank (phantom
+ * seqs never existed there), the read-back alike, order kept.
+ */
+export async function joinOnPrimary(
+  env: Env,
+  out: Pick<Outcome, 'written' | 'read'>,
+  checks: string[],
+  o: { phantomsAllowed: boolean },
+): Promise<Pick<Outcome, 'written' | 'read' | 'checks'> & { phantoms: number }> {
+  const rows = await env.db.query<KeySeq>(
+    "SELECT aggregate_id AS key, (convert_from(payload, 'UTF8')::jsonb->>'seq')::int AS seq FROM outbox",
+  );
+  const have = new Set(rows.rows.map((r) => `${r.key}#${r.seq}`));
+  const phantoms = new Set(out.read.map((r) => `${r.key}#${r.seq}`).filter((k) => !have.has(k))).size;
+  if (!o.phantomsAllowed && phantoms > 0) checks.push(`${phantoms} phantoms`);
+  const rank = new Map<string, number>();
+  const byKey = new Map<string, number[]>();
+  for (const r of rows.rows) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r.seq]);
+  for (const [key, seqs] of byKey) {
+    seqs.sort((a, b) => a - b);
+    for (let i = 0; i < seqs.length; i++) rank.set(`${key}#${seqs[i]}`, i);
+  }
+  const renumber = (r: KeySeq) => ({ key: r.key, seq: rank.get(`${r.key}#${r.seq}`)! });
+  return {
+    written: rows.rows.map(renumber),
+    read: out.read.filter((r) => have.has(`${r.key}#${r.seq}`)).map(renumber),
+    checks,
+    phantoms,
+  };
 }
 
 /** `npm run chaos -- --group pg-failover` (issue 36 (f) asks 14 – 18). */

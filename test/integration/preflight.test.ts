@@ -190,3 +190,38 @@ describe('a slot held by another process', () => {
     }
   });
 });
+
+/**
+ * Issue 36: a schema migrated before the timeline column (sql/000005_relay_timeline.sql). The
+ * relay still runs on it (no comparison of timelines at start) and both `check` and the relay's
+ * start say that migrate adds it; migrate then adds it, set to the server's timeline. On the code
+ * before it: neither says anything.
+ */
+describe('a progress table without the timeline column (migrated before migration 5)', () => {
+  it('check and run warn, run still streams, migrate adds the column', async () => {
+    await db.query('ALTER TABLE outbox_relay_progress DROP COLUMN timeline');
+    await db.query('DELETE FROM outbox_relay_migrations WHERE table_name = $1 AND version = 5', ['outbox']);
+    const r = await cli(['check', '--database-url', db.url]);
+    expect(r.code).toBe(EXIT.OK);
+    expect(r.err).toMatch(
+      /"finding":"timeline-column-missing".*has no timeline column.*outbox-relay migrate/,
+    );
+    const p = spawnCli(['run', '--database-url', db.url, '--sink', 'stdout', '--slot', slotOf(db)]);
+    try {
+      await p.waitForLog(/streaming from the slot/, 30_000);
+      expect(p.logs()).toMatch(/has no timeline column \(sql\/000005_relay_timeline\.sql\)/);
+    } finally {
+      p.kill('SIGTERM');
+      expect(await p.exited).toBe(0);
+    }
+    await migrateDb(db);
+    const rows = await db.query<{ timeline: string | null }>(
+      'SELECT timeline FROM outbox_relay_progress WHERE slot_name = $1',
+      [slotOf(db)],
+    );
+    expect(rows[0]?.timeline).toMatch(/^[0-9A-F]{8}:\d+$/);
+    const again = await cli(['check', '--database-url', db.url]);
+    expect(again.code).toBe(EXIT.OK);
+    expect(again.err).not.toMatch(/timeline-column-missing/);
+  });
+});
