@@ -62,8 +62,14 @@ export interface Pair {
  * The clusters, the outbox (migrate, slot `chaos`) and Kafka with the Chaos topic. `synced`
  * (PostgreSQL 17+): the standby streams from a physical slot and syncs failover slots
  * (sync_replication_slots), and the primary's synchronized_standby_slots names that slot.
+ * `kafka.proxy`: the broker behind a proxy (env.proxies[0]) a scenario can cut.
  */
-export async function startPair(env: Env, version: string, synced: boolean): Promise<Pair> {
+export async function startPair(
+  env: Env,
+  version: string,
+  synced: boolean,
+  kafka: { proxy?: boolean } = {},
+): Promise<Pair> {
   const primary = await startThrowawayPostgres({ version, settings: { max_connections: 100 } });
   let standby: ThrowawayPostgres | null = null;
   let proxy: PgProxy | null = null;
@@ -98,7 +104,7 @@ export async function startPair(env: Env, version: string, synced: boolean): Pro
     env.log(
       `postgres ${version}: primary :${primary.port}, standby :${standby.port}, address :${proxy.port}`,
     );
-    await env.startKafka();
+    await env.startKafka(kafka);
     await env.createTopic(TOPIC_OF('Chaos'), 3);
     return { primary, standby, proxy };
   } catch (e) {

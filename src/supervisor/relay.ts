@@ -563,7 +563,8 @@ export class Relay {
       // A promotion since Kafka's last commit: its ids name rows of the old primary, some of
       // which the new one reuses for other rows. Not recorded: the new primary's own record and
       // the table recovery decide (those events may be published again: duplicates).
-      this.#timelines.observe(committed.timeline);
+      // Seen already when the slot was opened (in-process, or the progress record's stored key).
+      if (this.#timelines.current === null) this.#timelines.observe(committed.timeline);
       this.#timelines.observe(on);
       this.#log.warn(
         { kafkaTimeline: committed.timeline, timeline: on, published: ranges.slice(0, 200) },
