@@ -7,7 +7,9 @@
  *   npm run chaos -- --scenario NAME       one (repeat the flag for several)
  *   npm run chaos -- --group cluster       the cluster-fault matrix (every cluster-* scenario)
  *   npm run chaos -- --group nats          the NATS JetStream sink's (nats-*; rabbitmq-*, http-*, redis-* likewise)
- *   npm run chaos -- --group pg-failover   a primary killed with its async standby 2 s behind, on PostgreSQL 14, 16, 17, 18
+ *   npm run chaos -- --group pg-failover   a primary killed with its async standby 2 s behind, on PostgreSQL 14, 16, 17, 18;
+ *                                          a temporary synced slot at the promotion, a standby of
+ *                                          synchronized_standby_slots down, an idle-timeout invalidation
  *   npm run chaos -- --runs 5 …            each chosen scenario 5 times, one after the other
  *   npm run chaos -- --delivery exactly-once …   relays in exactly-once mode, read back read_committed:
  *                                          a duplicate then fails the scenario
