@@ -120,14 +120,10 @@ export class SideTableRows implements SweepStore<Row> {
 
   async held(keys: readonly [string, string][]): Promise<[string, string][]> {
     const wanted = new Set(keys.map((k) => JSON.stringify(k)));
-    const all = await heldSideAggregates(
-      this.db,
-      this.#table,
-      this.#slot,
-      this.#columns.routeBy,
-      this.#columns.key,
-    );
-    return all.filter((k) => wanted.has(JSON.stringify(k)));
+    return (await this.heldAll()).filter((k) => wanted.has(JSON.stringify(k)));
+  }
+  heldAll(): Promise<[string, string][]> {
+    return heldSideAggregates(this.db, this.#table, this.#slot, this.#columns.routeBy, this.#columns.key);
   }
   unhealthyCounts: SweepStore<Row>['unhealthyCounts'] = () =>
     sideUnhealthyCounts(this.db, this.#table, this.#slot);

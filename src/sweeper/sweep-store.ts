@@ -54,6 +54,8 @@ export interface SweepStore<R extends SweepRow = SweepRow> {
 
   /** Of `keys`, the aggregates a failed, dead or parked row still holds. */
   held(keys: readonly [string, string][]): Promise<[string, string][]>;
+  /** Every aggregate a failed, dead or parked row holds (what a session starts blocked: BlockedAggregates.replace). */
+  heldAll(): Promise<[string, string][]>;
   /** Failed, dead and parked rows by status: how many, and the oldest's age in seconds. */
   unhealthyCounts(): Promise<Map<string, { n: string; oldest: string | null }>>;
 }
