@@ -18,7 +18,7 @@ export type Rerouted =
 
 /**
  * Where the sweeper's rows live, and how they are routed: the outbox table (outbox-rows.ts) or
- * the Debezium preset's side table (side-table-rows.ts). The sweeper (sweeper.ts) owns the
+ * the Debezium preset's side table (compat/debezium/side-table-rows.ts). The sweeper (sweeper.ts) owns the
  * lifecycle — which rows are due, retried, dead, copied to the dead-letter topic, released in
  * order, counted — once for both; a store only says how each move is written.
  *

@@ -1,17 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Config } from '../../config/load.ts';
-import { DebeziumSideStore } from '../../lifecycle/debezium-side-store.ts';
-import { columnsModeOf } from '../../replication/columns-tuple.ts';
-import { readCutover } from '../../replication/cutover.ts';
-import { DebeziumResume } from '../../replication/debezium-resume.ts';
-import { debeziumRouting } from '../../route/debezium/event-router-options.ts';
-import { type DebeziumRoute, routeDebezium } from '../../route/debezium/route.ts';
 import type { OutboxEvent } from '../../route/event.ts';
 import { RouteError } from '../../route/router.ts';
-import { tableColumns } from '../../store/table-columns.ts';
-import { SideTableRows } from '../../sweeper/side-table-rows.ts';
 import type { PresetSession, RelayPreset, StreamPreset } from '../preset.ts';
+import { readCutover } from './cutover.ts';
+import { columnsModeOf, debeziumRouting } from './event-router-options.ts';
+import { DebeziumResume } from './resume.ts';
+import { type DebeziumRoute, routeDebezium } from './route.ts';
+import { DebeziumSideStore } from './side-store.ts';
+import { SideTableRows } from './side-table-rows.ts';
+import { tableColumns } from './table-columns.ts';
 
 /**
  * The Debezium preset (--compat debezium): the application's table is Debezium's and is only
