@@ -20,6 +20,7 @@ const OPTIONS = {
   sink: { type: 'string', default: '' },
   'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
   'eos-live-seconds': { type: 'string', default: '15' },
+  'relay-from': { type: 'string', default: 'dist' },
 } as const;
 
 const values = parseFlags(
@@ -57,6 +58,9 @@ for (const s of sinkFlag)
   if (!SINK_CHOICES.includes(s)) throw new Error(`--sink takes ${SINK_CHOICES.join(',')}; got "${s}"`);
 const brokerSinks = sinkFlag.filter((s): s is SinkName => s !== 'kafka');
 const sinksOnly = brokerSinks.length > 0;
+
+if (values['relay-from'] !== 'dist' && values['relay-from'] !== 'src')
+  throw new Error(`--relay-from must be "dist" or "src"; got "${values['relay-from']}"`);
 
 /** --delivery-modes: without exactly-once, the exactly-once section (bench/eos.ts) is skipped. */
 const MODES = ['at-least-once', 'exactly-once'];
@@ -104,5 +108,11 @@ export const args = {
   eosLiveSeconds: int('eos-live-seconds'),
   /** --sink nats|rabbitmq|redis: only the bulk and live sections. */
   sinksOnly,
+  /**
+   * Which relay runs (bench/relay.ts useRelayFrom): `dist` (default) the compiled CLI, built at
+   * start, as the npm package and the image run it; `src` src/cli/main.ts with node's type
+   * stripping, whose ~30 MB of RSS no deployed relay carries.
+   */
+  relayFrom: values['relay-from'] as 'dist' | 'src',
 };
 if (sinksOnly) Object.assign(args, { txnBacklog: 0, bigRows: 0, rampRates: [], peer: null });

@@ -32,7 +32,8 @@
  *   npm run bench [-- --rows 100000 --txn-rows 100 --txn-backlog 100000 --rounds 3 --live-seconds 60
  *                     --live-runs 5 --live-rate 2000 --ramp-rates 2000,4000,8000 --big-rows 200000 --peer debezium
  *                     --compression none,gzip,snappy,lz4,zstd --sink nats,rabbitmq
- *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15 --live-profile]
+ *                     --delivery-modes at-least-once,exactly-once --eos-live-seconds 15 --live-profile
+ *                     --relay-from dist|src]
  */
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -54,7 +55,7 @@ import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
 import { drainRecvlogical, recvlogicalRampStep } from './recvlogical.ts';
-import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
+import { type Drain, drainRelay, type PgContext, startRelay, useRelayFrom } from './relay.ts';
 import {
   type BulkRound,
   type CodecResult,
@@ -95,6 +96,13 @@ async function main() {
   report.note(`machine: ${machineNote()} at start`);
   report.note(
     `bulk backlog: ${a.rows} rows × 500 B, ${a.txnRows} rows per transaction; single-row backlog: ${a.txnBacklog} transactions`,
+  );
+  const buildSeconds = useRelayFrom(a.relayFrom);
+  report.set('relay_from', a.relayFrom);
+  report.note(
+    a.relayFrom === 'dist'
+      ? `relay: the compiled CLI (dist/cli/main.js, built by npm run build in ${buildSeconds.toFixed(1)} s), as the npm package and the image run it`
+      : 'relay: src/cli/main.ts (node strips the types as it loads each module: ~30 MB more RSS than the compiled CLI)',
   );
   hideKafkajsTimeoutWarnings();
   // synchronous_commit as shipped (on): a commit flushes its WAL and wakes the walsender at once.

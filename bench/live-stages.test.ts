@@ -25,6 +25,15 @@ describe('stageOf', () => {
     expect(stageOf([f('x', 'src/sinks/kafka/codecs.ts')])).toBe('encode');
   });
 
+  it("charges the compiled relay's frames (dist/*.js, the bench's default) as their sources'", () => {
+    const dist = f('#onData', 'dist/stream/session.js');
+    expect(stageOf([f('decode', 'dist/replication/decoder.js'), dist])).toBe('decode');
+    expect(stageOf([f('encodeProduceBody', 'dist/sinks/kafka/produce-encoder.js'), dist])).toBe('encode');
+    expect(stageOf([f('#sendStatus', 'dist/stream/session.js')])).toBe('status');
+    expect(stageOf([f('record', 'dist/outcome/record.js')])).toBe('progress');
+    expect(stageOf([f('query', 'node_modules/pg/lib/client.js'), dist])).toBe('other');
+  });
+
   it('charges a library frame to the innermost frame of ours that called it', () => {
     const write = f('writeBigUInt64BE', 'node:internal/buffer');
     expect(stageOf([write, f('sendStatus', 'src/replication/connection.ts'), session])).toBe('status');

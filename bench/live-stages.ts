@@ -24,9 +24,18 @@ export type Stage = (typeof STAGES)[number];
 
 export type Frame = { functionName: string; url: string };
 
+/**
+ * A frame's URL as its source's: the compiled relay's dist/X.js (the bench runs it by default,
+ * bench/relay.ts useRelayFrom) is src/X.ts, so the rules below hold for either.
+ */
+export function asSource(url: string): string {
+  if (/node_modules\//.test(url)) return url;
+  return url.replace(/\/dist\/(.*)\.js$/, '/src/$1.ts');
+}
+
 /** The stage a frame's rule names, or null: ask its caller. */
 export function frameStage(f: Frame): Stage | null {
-  const url = f.url;
+  const url = asSource(f.url);
   if (!url) {
     if (f.functionName === '(garbage collector)') return 'gc';
     return null;
@@ -56,7 +65,7 @@ export function stageOf(stack: Frame[]): Stage | null {
     const s = frameStage(f);
     if (s) return s;
   }
-  const ours = stack.some((f) => /\/src\//.test(f.url) && !/node_modules\//.test(f.url));
+  const ours = stack.some((f) => /\/src\//.test(asSource(f.url)) && !/node_modules\//.test(f.url));
   if (!ours && stack.some((f) => /node_modules\/pg(-protocol)?\//.test(f.url))) return 'progress';
   return 'other';
 }

@@ -28,7 +28,7 @@ function area(url: string, name: string): string {
   if (!url) return name.startsWith('(') ? name : '(native)';
   const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (m) return m[1]!;
-  const s = /\/src\/([^/]+)\//.exec(url);
+  const s = /\/(?:src|dist)\/([^/]+)\//.exec(url); // dist/: the compiled relay (bench/relay.ts)
   if (s) return `src/${s[1]}`;
   if (url.startsWith('node:')) return 'node:internal';
   return url.replace(/^.*\//, '');

@@ -6,14 +6,42 @@
  * are passed through; BENCH_RELAY_STDOUT=file keeps the relay's stdout (e.g. node's --trace-gc)
  * instead of /dev/null.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { type PgCpu, PgCpuSampler } from './pg-cpu.ts';
 import { cpuSeconds, peakRssMb, sleep } from './proc.ts';
 
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** The CLI from its TypeScript sources: node strips the types of each module as it loads it. */
+const SRC_CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+/** The compiled CLI, as the npm package (bin/outbox-relay.js) and the image run it. */
+const DIST_CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+let CLI = SRC_CLI;
+
+/**
+ * Which relay startRelay runs by default: `dist` compiles this checkout (`npm run build`, into
+ * dist/) and runs the compiled CLI, as the npm package and the image do; `src` runs
+ * src/cli/main.ts. The same JavaScript either way (tsc only strips the types, target ES2023), but
+ * not the same process: node's type stripping (amaro, a WebAssembly module kept for the
+ * process's life) holds ~30 MB of RSS that no deployed relay has — 145 vs 112 MB peak for
+ * `--version` (docs/benchmarks.md, issue 39). Returns the build's duration in seconds (0 for src).
+ */
+export function useRelayFrom(from: 'dist' | 'src'): number {
+  if (from === 'src') {
+    CLI = SRC_CLI;
+    return 0;
+  }
+  const t0 = performance.now();
+  const r = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0)
+    throw new Error(
+      `npm run build (the relay as shipped, --relay-from dist) failed:\n${(r.stdout ?? '') + (r.stderr ?? '')}${r.error ?? ''}`,
+    );
+  CLI = DIST_CLI;
+  return (performance.now() - t0) / 1000;
+}
 
 export type RelayProcess = {
   child: ChildProcess;
@@ -30,7 +58,7 @@ export function startRelay(
   url: string,
   slot: string,
   args: string[],
-  cli = CLI,
+  cli: string = CLI,
   nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [],
 ): RelayProcess {
   // BENCH_RELAY_STDOUT=file: the relays' stdout (e.g. with BENCH_NODE_ARGS=--trace-gc); a "{slot}"

@@ -20,14 +20,13 @@ import { readFailover } from '../replication/failover.ts';
 import { checkDatabase, checkPartitions } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';
 import { createSink } from '../sinks/create.ts';
-import { checkWebhook } from '../sinks/http/preflight.ts';
 import { classifyKafkaError } from '../sinks/kafka/kafka-errors.ts';
 import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafka/kafkajs/warnings.ts';
 import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
+import type { Sink } from '../sinks/sink.ts';
 import { classifySqsError } from '../sinks/sqs/sqs-errors.ts';
-import { SqsSink } from '../sinks/sqs/sqs-sink.ts';
 import { migrate } from '../store/migrate.ts';
 import { planMigration } from '../store/migrate-plan.ts';
 import { progressTable } from '../store/progress-table.ts';
@@ -137,6 +136,8 @@ async function checkTopics(c: Config, log: Logger): Promise<void> {
  * templated URL names queues per event: they are checked at first use.
  */
 async function checkSqsQueue(c: Config, log: Logger): Promise<void> {
+  // Loaded only here and in createSink: the AWS SDK is not every relay's memory (sinks/create.ts).
+  const { SqsSink } = await import('../sinks/sqs/sqs-sink.ts');
   const sink = new SqsSink(c, log);
   const url = c.sqsQueueUrlTemplate!;
   try {
@@ -164,7 +165,8 @@ async function checkSqsQueue(c: Config, log: Logger): Promise<void> {
 }
 
 /** Runs the relay until SIGTERM/SIGINT (drain, exit 0) or a second signal (exit at once). */
-export async function runRelay(c: Config, log: Logger, sink = createSink(c, log)): Promise<number> {
+export async function runRelay(c: Config, log: Logger, given?: Sink): Promise<number> {
+  const sink = given ?? (await createSink(c, log));
   log.info(
     {
       database: redactUrl(c.databaseUrl),
@@ -285,7 +287,7 @@ async function main(argv: string[]): Promise<number> {
       // Failover findings never fail the check: the database can feed the relay; they say what a failover would cost.
       for (const f of failover.findings) log.warn({ finding: f.id, fix: f.fix }, f.text);
       if (c.sink === 'kafka' && c.kafkaBrokers.length > 0) await checkTopics(c, log);
-      if (c.sink === 'http') await checkWebhook(c, log);
+      if (c.sink === 'http') await (await import('../sinks/http/preflight.ts')).checkWebhook(c, log);
       if (c.sink === 'redis') await checkRedis(c, log);
       log.info({ database: redactUrl(c.databaseUrl), failover: failover.state }, 'preflight passed');
       return EXIT.OK;

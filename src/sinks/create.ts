@@ -1,34 +1,45 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
-import { HttpSink } from './http/http-sink.ts';
 import { KafkaSink } from './kafka/kafka-sink.ts';
-import { NatsSink } from './nats/nats-sink.ts';
-import { RabbitMqSink } from './rabbitmq/rabbitmq-sink.ts';
-import { RedisSink } from './redis/redis-sink.ts';
 import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
-import { SqsSink } from './sqs/sqs-sink.ts';
 import { StdoutSink } from './stdout.ts';
 
-export function createSink(c: Config, log: Logger): Sink {
-  const sink = brokerSink(c, log);
+/**
+ * The configured sink. Each broker sink other than Kafka (the default, which `check` uses too) is
+ * a module loaded only when chosen: their client libraries (the AWS SDK, ioredis, undici,
+ * amqplib, nats.js) held ~17 MB of RSS in every relay that never used them (issue 39, a relay's
+ * peak RSS through one 200,000-row transaction; docs/benchmarks.md).
+ */
+export async function createSink(c: Config, log: Logger): Promise<Sink> {
+  const sink = await brokerSink(c, log);
   return c.schemaRegistryUrl ? new SchemaRegistrySink(sink, c) : sink;
 }
 
-function brokerSink(c: Config, log: Logger): Sink {
+async function brokerSink(c: Config, log: Logger): Promise<Sink> {
   switch (c.sink) {
     case 'stdout':
       return new StdoutSink();
-    case 'nats':
+    case 'nats': {
+      const { NatsSink } = await import('./nats/nats-sink.ts');
       return new NatsSink(c, log);
-    case 'rabbitmq':
+    }
+    case 'rabbitmq': {
+      const { RabbitMqSink } = await import('./rabbitmq/rabbitmq-sink.ts');
       return new RabbitMqSink(c, log);
-    case 'sqs':
+    }
+    case 'sqs': {
+      const { SqsSink } = await import('./sqs/sqs-sink.ts');
       return new SqsSink(c, log);
-    case 'http':
+    }
+    case 'http': {
+      const { HttpSink } = await import('./http/http-sink.ts');
       return new HttpSink(c, log);
-    case 'redis':
+    }
+    case 'redis': {
+      const { RedisSink } = await import('./redis/redis-sink.ts');
       return new RedisSink(c, log);
+    }
     default:
       return new KafkaSink(c, log);
   }

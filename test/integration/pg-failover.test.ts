@@ -165,7 +165,7 @@ describe.each([
     // The crash: armed once the lag window is large enough; fires after the broker acknowledged
     // a batch of rows the standby does not have (beyond what its sequence state may cover).
     let trigger: { after: bigint; fired: (ids: bigint[]) => void } | null = null;
-    const sink = hooked(createSink(config, silentLogger()), async (batch) => {
+    const sink = hooked(await createSink(config, silentLogger()), async (batch) => {
       const t = trigger;
       if (!t || !batch.some((m) => BigInt(m.event.id) > t.after)) return;
       trigger = null;

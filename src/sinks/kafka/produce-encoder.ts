@@ -94,14 +94,36 @@ function utf8Length(s: string): number {
   return n;
 }
 
-function byteLengthOf(v: unknown): number {
-  return typeof v === 'string' ? utf8Length(v) : (v as Buffer).length;
+/**
+ * The UTF-8 lengths of a partition's strings (keys, values, header names and values), in the
+ * order writeRecords writes them: planPartition measures each string once and writeRecords reads
+ * the length back instead of measuring it again (issue 39: one scan per string less).
+ */
+class Lengths {
+  a: Int32Array;
+  n = 0;
+  /** writeRecords' cursor. */
+  at = 0;
+
+  constructor(capacity: number) {
+    this.a = new Int32Array(Math.max(16, capacity));
+  }
+
+  push(len: number): number {
+    if (this.n === this.a.length) {
+      const a = new Int32Array(this.a.length * 2);
+      a.set(this.a);
+      this.a = a;
+    }
+    this.a[this.n++] = len;
+    return len;
+  }
 }
 
-/** Bytes of a varint-length-prefixed value (null: the length -1 alone). */
-function sizeOfVarBytes(v: unknown): number {
+/** Bytes of a varint-length-prefixed value (null: the length -1 alone); a string's length is logged. */
+function sizeOfVarBytes(v: unknown, lengths: Lengths): number {
   if (v === null || v === undefined) return 1;
-  const len = byteLengthOf(v);
+  const len = typeof v === 'string' ? lengths.push(utf8Length(v)) : (v as Buffer).length;
   return sizeOfVarInt(len) + len;
 }
 
@@ -170,20 +192,23 @@ class Writer {
     } else this.off += this.buf.write(v, this.off, len, 'utf8');
   }
 
-  /** Varint-length bytes (null: -1); a string as UTF-8. */
-  varBytes(v: unknown): void {
+  /** Varint-length bytes (null: -1); a string as UTF-8, its length the next one `lengths` logged. */
+  varBytes(v: unknown, lengths: Lengths): void {
     if (v === null || v === undefined) {
       this.varInt(-1);
       return;
     }
     if (typeof v === 'string') {
-      const len = utf8Length(v);
+      const len = lengths.a[lengths.at++]!;
       this.varInt(len);
       this.utf8(v, len);
     } else {
       const b = v as Buffer;
       this.varInt(b.length);
-      this.off += b.copy(this.buf, this.off);
+      // TypedArray#set, not Buffer#copy: the same bytes without copy's argument checks in
+      // JavaScript (_copyActual: 14 % of this encoder's time with 500-byte values, issue 39).
+      this.buf.set(b, this.off);
+      this.off += b.length;
     }
   }
 }
@@ -234,6 +259,8 @@ interface PartitionPlan {
   deltas: Int32Array;
   bodySizes: Int32Array;
   headerCounts: Int32Array;
+  /** The strings' UTF-8 lengths, for writeRecords. */
+  lengths: Lengths;
   /** Bytes of the batch from the leader epoch on (the batch length field's value). */
   batchLength: number;
   /** The records section compressed (a compressed batch only). */
@@ -248,6 +275,8 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
   const deltas = new Int32Array(messages.length);
   const bodySizes = new Int32Array(messages.length);
   const headerCounts = new Int32Array(messages.length);
+  // The relay's messages: a string key and five or six string headers (route/router.ts).
+  const lengths = new Lengths(messages.length * 14);
   let batchLength = BATCH_HEADER;
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
@@ -256,7 +285,12 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
     const delta = ((m.timestamp || now) as number) - (first as number);
     if (!Number.isInteger(delta) || delta < -0x8000_0000 || delta > 0x7fff_ffff) return null;
     deltas[i] = delta;
-    let body = 1 + sizeOfVarInt(delta) + sizeOfVarInt(i) + sizeOfVarBytes(m.key) + sizeOfVarBytes(m.value);
+    let body =
+      1 +
+      sizeOfVarInt(delta) +
+      sizeOfVarInt(i) +
+      sizeOfVarBytes(m.key, lengths) +
+      sizeOfVarBytes(m.value, lengths);
     let headerCount = 0;
     const headers = m.headers as Record<string, unknown> | undefined;
     for (const k in headers) {
@@ -265,8 +299,8 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
       // header column) is Kafka's null header value, length -1, which kafkajs cannot write.
       const hv = headers[k];
       if (!(isBytes(hv) || hv === null) || !Object.hasOwn(headers, k)) return null;
-      const klen = utf8Length(k);
-      body += sizeOfVarInt(klen) + klen + sizeOfVarBytes(hv);
+      const klen = lengths.push(utf8Length(k));
+      body += sizeOfVarInt(klen) + klen + sizeOfVarBytes(hv, lengths);
       headerCount++;
     }
     headerCounts[i] = headerCount;
@@ -274,23 +308,25 @@ function planPartition(messages: ProduceMessage[], now: number): PartitionPlan |
     bodySizes[i] = body;
     batchLength += sizeOfVarInt(body) + body;
   }
-  return { firstTimestamp, maxTimestamp, deltas, bodySizes, headerCounts, batchLength };
+  return { firstTimestamp, maxTimestamp, deltas, bodySizes, headerCounts, lengths, batchLength };
 }
 
 function writeRecords(w: Writer, messages: ProduceMessage[], plan: PartitionPlan): void {
+  const lengths = plan.lengths;
+  lengths.at = 0;
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i]!;
     w.varInt(plan.bodySizes[i]!);
     w.int8(0); // record attributes
     w.varInt(plan.deltas[i]!);
     w.varInt(i);
-    w.varBytes(m.key);
-    w.varBytes(m.value);
+    w.varBytes(m.key, lengths);
+    w.varBytes(m.value, lengths);
     const headers = m.headers as Record<string, string | Buffer> | undefined;
     w.varInt(plan.headerCounts[i]!);
     for (const k in headers) {
-      w.varBytes(k);
-      w.varBytes(headers[k]);
+      w.varBytes(k, lengths);
+      w.varBytes(headers[k], lengths);
     }
   }
 }
