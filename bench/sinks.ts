@@ -31,10 +31,10 @@ import type amqp from 'amqplib';
 import type { Redis } from 'ioredis';
 import { OPTIONS } from '../src/config/options.ts';
 import { LocalElasticMq } from '../src/dev/local-elasticmq.ts';
+import { REDIS_SERVER, ThrowawayRedis } from '../src/dev/local-redis.ts';
 import { ELASTICMQ_ENV, queueLength, readerFor } from '../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
-import { REDIS_SERVER, ThrowawayRedis } from '../test/support/redis-server.ts';
 import type { LiveReader } from './live.ts';
 import {
   startHttpTrivial,

@@ -1,12 +1,12 @@
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { ThrowawayRedis } from '../../src/dev/local-redis.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import { RedisSink } from '../../src/sinks/redis/redis-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { ThrowawayRedis } from '../support/redis-server.ts';
 import {
   insertEvents,
   insertEventsReportingCommit,
