@@ -1,3 +1,4 @@
+import { LAST_ERROR_PREFIX } from '../lifecycle/failure-policy.ts';
 import { HTTP_SINK_CODES } from '../sinks/http/http-errors.ts';
 import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
 import { PERMANENT_REPLY_CODES, REDIS_SINK_CODES } from '../sinks/redis/redis-errors.ts';
@@ -143,10 +144,12 @@ const ROW_REASONS: Readonly<Record<string, string>> = {
   ROW_UNEXPECTED: 'the row could not be encoded',
 };
 
+const REASON_PREFIX = new RegExp(LAST_ERROR_PREFIX);
+
 /** The reason of a last_error (`class/REASON: …`), or null. */
 export function reasonOf(lastError: string | null): string | null {
-  const m = lastError ? /^[a-z]+\/([A-Za-z_][A-Za-z0-9_]*):/.exec(lastError) : null;
-  return m ? m[1]! : null;
+  const m = lastError ? REASON_PREFIX.exec(lastError) : null;
+  return m ? m[0].slice(m[0].indexOf('/') + 1, -1) : null;
 }
 
 /** The remedy for a reason (reasonOf(last_error)) of an event routed to `topic`. */
