@@ -20,7 +20,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,10 +31,11 @@ import type amqp from 'amqplib';
 import type { Redis } from 'ioredis';
 import { OPTIONS } from '../src/config/options.ts';
 import { LocalElasticMq } from '../src/dev/local-elasticmq.ts';
+import { REDIS_SERVER, ThrowawayRedis } from '../src/dev/local-redis.ts';
+import { verifyWebhook, webhookKeys } from '../src/dev/webhook-verify.ts';
 import { ELASTICMQ_ENV, queueLength, readerFor } from '../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
-import { REDIS_SERVER, ThrowawayRedis } from '../test/support/redis-server.ts';
 import type { LiveReader } from './live.ts';
 import {
   startHttpTrivial,
@@ -193,7 +194,7 @@ async function rabbitSink(): Promise<BenchSink> {
  */
 async function httpSink(): Promise<BenchSink> {
   const secret = `whsec_${randomBytes(32).toString('base64')}`;
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const keys = webhookKeys([secret]);
   const counts = new Map<string, number>();
   const readers = new Map<string, (value: Buffer, atMs: number) => void>();
   let bad = 0;
@@ -202,15 +203,7 @@ async function httpSink(): Promise<BenchSink> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const id = String(req.headers['webhook-id']);
-      const mac = createHmac('sha256', key)
-        .update(`${id}.${req.headers['webhook-timestamp']}.`)
-        .update(body)
-        .digest();
-      const given = String(req.headers['webhook-signature'] ?? '')
-        .split(' ')
-        .map((v) => Buffer.from(v.slice(3), 'base64'));
-      if (!given.some((g) => g.length === mac.length && timingSafeEqual(g, mac))) {
+      if (!verifyWebhook(req.headers, body, keys)) {
         bad++;
         res.writeHead(401).end();
         return;

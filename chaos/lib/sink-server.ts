@@ -1,6 +1,6 @@
 /**
  * The NATS JetStream, RabbitMQ and Redis servers of a chaos scenario (issues 23, 38): throwaway
- * ones from the test harness (test/support/nats-server.ts, rabbitmq-server.ts, redis-server.ts:
+ * ones from the test harness (test/support/nats-server.ts, rabbitmq-server.ts, src/dev/local-redis.ts:
  * their own ports, data and processes — never the machine's shared services), set up as
  * docs/sinks.md asks (a file-backed stream with a duplicate window; a durable topic exchange and a
  * quorum queue; appendonly yes), how the relay reaches them, and a read-back in the order the
@@ -14,11 +14,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalElasticMq } from '../../src/dev/local-elasticmq.ts';
+import { ThrowawayRedis } from '../../src/dev/local-redis.ts';
 import { reservePort } from '../../src/dev/ports.ts';
 import { drainQueue, ELASTICMQ_ENV, readerFor } from '../../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../../test/support/rabbitmq-server.ts';
-import { ThrowawayRedis } from '../../test/support/redis-server.ts';
 import type { BackRecord } from './read-back.ts';
 
 export type SinkServerName = 'nats' | 'rabbitmq' | 'http' | 'redis' | 'sqs';
@@ -158,7 +158,7 @@ async function webhookReceiver(): Promise<SinkServer> {
   };
 }
 
-/** appendonly yes, appendfsync everysec (test/support/redis-server.ts); streams named by topic. */
+/** appendonly yes, appendfsync everysec (src/dev/local-redis.ts); streams named by topic. */
 async function redisServer(): Promise<SinkServer> {
   const s = await ThrowawayRedis.start();
   return {

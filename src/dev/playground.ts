@@ -7,26 +7,32 @@ import { type Config, loadConfig } from '../config/load.ts';
 import { type HttpServer, startHttpServer } from '../http/server.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { sleep } from '../retry/backoff.ts';
-import { DEFAULT_TOPIC_TEMPLATE } from '../route/router.ts';
-import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
+import { createSink } from '../sinks/create.ts';
 import { migrate } from '../store/migrate.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Relay } from '../supervisor/relay.ts';
 import { insertSampleEvents, SAMPLE_AGGREGATE_TYPES } from './demo.ts';
-import { kafkaVersionFromEnv, LocalKafkaCluster } from './local-kafka.ts';
+import {
+  cleanUpKafka,
+  type Destination,
+  type PlaygroundSink,
+  startDestination,
+  topicTemplateOf,
+} from './playground-destinations.ts';
 import { startThrowawayPostgres, type ThrowawayPostgres } from './throwaway-postgres.ts';
 
 /**
- * `npm run playground`: everything the relay needs to publish to Kafka, on this machine, in one
- * command — a throwaway PostgreSQL, a one-node Apache Kafka from its jars (local-kafka.ts), the
- * topics of the sample events and of the README's example, the relay with its console, and a
- * trickle of sample events, one of them to a topic that does not exist (so the console and
- * `status` have a failure to show). It stops everything in reverse order once `stop` resolves
+ * `npm run playground`: everything the relay needs to publish, on this machine, in one command —
+ * a throwaway PostgreSQL, a destination of its own (--sink: a one-node Apache Kafka from its jars
+ * by default; a redis-server, a webhook receiver or ElasticMQ: playground-destinations.ts) with
+ * the topics of the sample events and of the README's example, the relay with its console, and a
+ * trickle of sample events, one of them to a topic that fails (so the console and `status` have a
+ * failure and its remedy to show). It stops everything in reverse order once `stop` resolves
  * (scripts/playground.ts: the first Ctrl-C or SIGTERM); a process exit kills what is left.
  *
- * Everything lives in `dir` (default .tmp/playground): the Kafka cluster, the relay's log, `env`
- * (the DATABASE_URL and KAFKA_BROKERS to export, for the README's commands) and `pid` (one
- * playground per directory).
+ * Everything lives in `dir` (default .tmp/playground): the destination's files, the relay's log,
+ * `env` (DATABASE_URL and the destination's variables to export, for the README's commands) and
+ * `pid` (one playground per directory).
  */
 export interface PlaygroundOptions {
   dir: string;
@@ -36,16 +42,22 @@ export interface PlaygroundOptions {
   everyMs: number;
   /** Resolves when the playground should stop (the first signal). */
   stop: Promise<void>;
+  /** Where the events go (default kafka). */
+  sink?: PlaygroundSink;
 }
 
-/** The Kafka port `npm run kafka` documents; the playground takes it when free, else any. */
-export const PLAYGROUND_KAFKA_PORT = 19092;
+export { PLAYGROUND_KAFKA_PORT } from './playground-destinations.ts';
+
+const DESTINATION_NAMES: Readonly<Record<PlaygroundSink, string>> = {
+  kafka: 'Kafka',
+  redis: 'Redis',
+  http: 'the webhook receiver',
+  sqs: 'ElasticMQ',
+};
 /** The aggregate type whose topic the playground does not create: its events fail. */
 export const FAILING_AGGREGATE_TYPE = 'Shipment';
 /** The README's example ("Write events in your own transaction"). */
 const EXAMPLE_AGGREGATE_TYPE = 'Account';
-
-const topicOf = (aggregateType: string) => DEFAULT_TOPIC_TEMPLATE.replace('{aggregate_type}', aggregateType);
 
 function portIsFree(port: number): Promise<boolean> {
   return new Promise((done) => {
@@ -75,62 +87,54 @@ function claim(dir: string): string {
 }
 
 export async function runPlayground(o: PlaygroundOptions): Promise<void> {
+  const sink = o.sink ?? 'kafka';
+  const topicOf = (aggregateType: string) => topicTemplateOf(sink).replace('{aggregate_type}', aggregateType);
   const dir = resolve(o.dir);
   mkdirSync(dir, { recursive: true });
   const pidFile = claim(dir);
-  const kafkaDir = join(dir, 'kafka');
   const envFile = join(dir, 'env');
   const logFile = join(dir, 'relay.log');
   // A playground killed with -9 leaves its broker: stop it, and start from a clean directory.
-  await LocalKafkaCluster.down(kafkaDir);
-  rmSync(kafkaDir, { recursive: true, force: true });
+  await cleanUpKafka(dir);
+  rmSync(join(dir, 'kafka'), { recursive: true, force: true });
   const logFd = openSync(logFile, 'w');
   const log = await createLogger({ level: 'info', format: 'json', destination: logFd });
 
   let pgServer: ThrowawayPostgres | null = null;
-  let kafka: LocalKafkaCluster | null = null;
+  let destination: Destination | null = null;
+  let watching: Promise<void> = Promise.resolve();
   let relay: Relay | null = null;
   let http: HttpServer | null = null;
   let stopping = false;
   void o.stop.then(() => {
     stopping = true;
   });
-  // A second signal exits at once (the caller's choice): the broker runs detached, so it is
-  // killed here; throwaway-postgres stops its server on exit by itself.
-  const killBroker = () => {
-    for (const n of kafka?.nodes ?? []) {
-      const pid = kafka!.pidOf(n.id);
-      if (pid) process.kill(pid, 'SIGKILL');
-    }
-  };
-  process.on('exit', killBroker);
+  // A second signal exits at once (the caller's choice): a destination's server runs as a process
+  // of its own, so it is killed here; throwaway-postgres stops its server on exit by itself.
+  const killDestination = () => destination?.kill();
+  process.on('exit', killDestination);
   try {
     o.out('playground: starting a throwaway PostgreSQL (wal_level=logical)');
     pgServer = await startThrowawayPostgres({ logger: (m) => log.debug(m) });
     if (stopping) return;
-    const port = (await portIsFree(PLAYGROUND_KAFKA_PORT)) ? PLAYGROUND_KAFKA_PORT : 0;
-    o.out(`playground: starting Apache Kafka ${kafkaVersionFromEnv()} (one node, KRaft)`);
-    kafka = await LocalKafkaCluster.up({ dir: kafkaDir, port, log: (line) => o.out(`playground: ${line}`) });
-    if (stopping) return;
-    const brokers = kafka.bootstrap.join(',');
     const created = [...SAMPLE_AGGREGATE_TYPES, EXAMPLE_AGGREGATE_TYPE].map(topicOf);
-    const admin = kafka.client('playground').admin();
-    await admin.connect();
-    try {
-      await admin.createTopics({
-        topics: created.map((topic) => ({ topic, numPartitions: 3 })),
-        waitForLeaders: true,
-      });
-    } finally {
-      await admin.disconnect();
-    }
+    destination = await startDestination(sink, {
+      dir,
+      out: o.out,
+      topics: created,
+      failing: topicOf(FAILING_AGGREGATE_TYPE),
+      stop: o.stop,
+      portIsFree,
+    });
+    if (stopping) return;
 
     const consoleToken = randomBytes(18).toString('base64url');
     const config: Config = {
       ...loadConfig(
         'run',
         [
-          ...['--database-url', pgServer.url, '--kafka-brokers', brokers],
+          ...['--database-url', pgServer.url, ...destination.relayArgs],
+          ...['--topic-template', topicTemplateOf(sink)],
           // Dead after three attempts within seconds, so the console shows a dead event soon.
           ...['--max-attempts', '3', '--failure-backoff-ms', '1000', '--sweep-interval-ms', '500'],
         ],
@@ -147,20 +151,20 @@ export async function runPlayground(o: PlaygroundOptions): Promise<void> {
       await db.query(
         'CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (42, 100)',
       );
-      relay = new Relay({ config, sink: new KafkaSink(config, log), log });
+      relay = new Relay({ config, sink: createSink(config, log), log });
       await relay.start();
       http = await startPlaygroundHttp(relay, config, log);
-      writeFileSync(envFile, `export DATABASE_URL=${pgServer.url}\nexport KAFKA_BROKERS=${brokers}\n`);
+      writeFileSync(envFile, [`export DATABASE_URL=${pgServer.url}`, ...destination.env, ''].join('\n'));
+      watching = destination.watch();
 
       const consoleUrl = `http://127.0.0.1:${http.port}/console/`;
       o.out(
         [
-          `playground: ready — PostgreSQL ${pgServer.url} (data in ${pgServer.dataDir}), Kafka ${brokers} (pid ${kafka.pidOf(1)})`,
-          `  topics:   ${created.join(', ')} (${topicOf(FAILING_AGGREGATE_TYPE)} is not created: its events fail)`,
+          `playground: ready — PostgreSQL ${pgServer.url} (data in ${pgServer.dataDir}), ${destination.summary}`,
+          ...destination.lines,
           `  console:  ${consoleUrl}  (operator token: ${consoleToken})`,
-          `  read:     kcat -b ${brokers} -C -t ${topicOf(SAMPLE_AGGREGATE_TYPES[0]!)} -f '%k %s\\n'`,
-          `  status:   npm run -s relay -- status --database-url ${pgServer.url}`,
-          `  env:      source ${envFile}   # export DATABASE_URL=… KAFKA_BROKERS=… (the README's example)`,
+          `  status:   npm run -s relay -- status --database-url ${pgServer.url}${sink === 'sqs' ? ` --topic-template '${topicTemplateOf(sink)}'` : ''}`,
+          `  env:      source ${envFile}   # export DATABASE_URL=…${sink === 'kafka' ? ' KAFKA_BROKERS=…' : ''} (the README's example)`,
           `  relay log: ${logFile}`,
           `playground: writing a sample event every ${o.everyMs / 1000} s; Ctrl-C stops everything`,
         ].join('\n'),
@@ -170,7 +174,7 @@ export async function runPlayground(o: PlaygroundOptions): Promise<void> {
       for (let i = 0; !stopping; i++) {
         if (relay.state === 'stopped')
           throw new Error(`the relay stopped unexpectedly (its log: ${logFile})`);
-        // The third event and every tenth after it: to a topic that does not exist.
+        // The third event and every tenth after it: to a topic that fails.
         if (i % 10 === 2) await insertFailingEvent(db, table, i);
         else await insertSampleEvents(db, table, i, 1);
         await Promise.race([sleep(o.everyMs), o.stop]);
@@ -183,13 +187,14 @@ export async function runPlayground(o: PlaygroundOptions): Promise<void> {
     await http?.close();
     await relay?.stop();
     await relay?.done();
-    if (kafka) await kafka.destroy();
-    process.off('exit', killBroker);
+    await watching;
+    await destination?.stop();
+    process.off('exit', killDestination);
     await pgServer?.stop();
     rmSync(envFile, { force: true });
     rmSync(pidFile, { force: true });
     closeSync(logFd);
-    o.out('playground: stopped (PostgreSQL, Kafka and the relay)');
+    o.out(`playground: stopped (PostgreSQL, ${DESTINATION_NAMES[sink]} and the relay)`);
   }
 }
 

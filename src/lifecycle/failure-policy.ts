@@ -23,6 +23,13 @@ export function failureBackoff(
   );
 }
 
+/**
+ * The `class/REASON:` prefix formatError writes, as a regular expression both JavaScript and
+ * PostgreSQL read (`status` groups failed events by it in SQL; ops/remedies.ts reads the reason).
+ * Reasons carry digits (the webhook sink's HTTP_400).
+ */
+export const LAST_ERROR_PREFIX = '^[a-z]+/[A-Za-z_][A-Za-z0-9_]*:';
+
 /** last_error text: class, reason, message. */
 export function formatError(f: Classified): string {
   return `${f.class}/${f.reason}: ${f.message}`.slice(0, 2000);

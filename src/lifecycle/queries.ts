@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { progressTable } from '../store/progress-table.ts';
 import { companion, qualified } from '../store/sql-ident.ts';
+import { LAST_ERROR_PREFIX } from './failure-policy.ts';
 import { type EventFilter, filterSql } from './filter.ts';
 import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
 import { unpublishedRowsSql } from './progress.ts';
@@ -200,7 +201,7 @@ export interface FailingRow {
 /** `status`: failed and dead rows grouped by reason, through the partial index of unsettled rows. */
 export async function failingGroups(db: Db, table: string, limit: number): Promise<FailingRow[]> {
   const r = await db.query<FailingRow>(
-    `SELECT status, aggregate_type, event_type, substring(last_error FROM '^[a-z]+/[A-Za-z_]+:') AS last_error,
+    `SELECT status, aggregate_type, event_type, substring(last_error FROM '${LAST_ERROR_PREFIX}') AS last_error,
             count(*)::text AS n
        FROM ${table} WHERE status IN ${sqlStatuses(RESOLVABLE)}
       GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT $1`,

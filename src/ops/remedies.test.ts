@@ -41,6 +41,21 @@ describe('remedies', () => {
     expect(remedyFor('INVALID_MESSAGE', 't').fix).toMatch(/read the error/);
   });
 
+  it('webhook refusals (sinks/http/http-errors.ts): by the status the receiver answered', () => {
+    expect(remedyFor('HTTP_302', 'orders')).toMatchObject({
+      cause: expect.stringMatching(/redirect/),
+      fix: expect.stringMatching(/--http-url .*Location/),
+    });
+    expect(remedyFor('HTTP_401', 'orders').fix).toMatch(/secret .*WEBHOOK_SECRET/);
+    expect(remedyFor('HTTP_404', 'orders').fix).toMatch(/fix --http-url .*topic orders/);
+    expect(remedyFor('HTTP_413', 't').fix).toMatch(/--http-batch-size/);
+    expect(remedyFor('HTTP_400', 'orders')).toMatchObject({
+      cause: expect.stringMatching(/receiver refused the event/),
+      fix: expect.stringMatching(/receiver of topic orders refused/),
+    });
+    expect(remedyFor('INVALID_EVENT', 't').fix).toMatch(/header/);
+  });
+
   it('rows the router refused: fix the row; unknown reasons: read the error', () => {
     expect(remedyFor('ROW_INVALID', 't').fix).toMatch(/fix the row/);
     expect(remedyFor(null, 't')).toMatchObject({ reason: null, cause: null });
@@ -52,6 +67,8 @@ describe('remedies', () => {
       'UNKNOWN_TOPIC_OR_PARTITION',
     );
     expect(reasonOf('permanent/ROW_INVALID: payload')).toBe('ROW_INVALID');
+    // The webhook sink's reasons carry the status (http-errors.ts).
+    expect(reasonOf('permanent/HTTP_400: HTTP 400 from POST http://h/x: no')).toBe('HTTP_400');
     expect(reasonOf(null)).toBeNull();
     expect(reasonOf('whatever')).toBeNull();
   });

@@ -1,3 +1,5 @@
+import { LAST_ERROR_PREFIX } from '../lifecycle/failure-policy.ts';
+import { HTTP_SINK_CODES } from '../sinks/http/http-errors.ts';
 import { PERMANENT_KAFKA_TYPES } from '../sinks/kafka/kafka-errors.ts';
 import { PERMANENT_REPLY_CODES, REDIS_SINK_CODES } from '../sinks/redis/redis-errors.ts';
 import { PERMANENT_SQS_ERRORS, SQS_SINK_CODES } from '../sinks/sqs/sqs-errors.ts';
@@ -79,6 +81,60 @@ const SQS_FIXES: Readonly<Record<string, (topic: string) => string>> = {
     'the body holds characters SQS forbids (most control characters): fix the row, or encode the payload',
 };
 
+/**
+ * Webhooks (sinks/http/http-errors.ts): a receiver that answered records `HTTP_<status>`; the
+ * fix depends on the status' class. The URL is the one --http-url makes of the topic.
+ */
+const HTTP_STATUS_FIXES: readonly {
+  test: (status: number) => boolean;
+  cause: string;
+  fix: (t: string) => string;
+}[] = [
+  {
+    test: (s) => s >= 300 && s < 400,
+    cause: HTTP_SINK_CODES.REDIRECT.meaning,
+    fix: (t) =>
+      `point --http-url at the address the receiver redirects to (the Location in the error; redirects are never followed, so a signature never leaves for another host) for topic ${t}`,
+  },
+  {
+    test: (s) => s === 401 || s === 403,
+    cause: "the receiver did not accept the request's credentials or signature",
+    fix: (t) =>
+      `check that the receiver of topic ${t} verifies with the secret the relay signs with (--http-secret-file, WEBHOOK_SECRET; during a rotation give both secrets) and that it lets the relay's address in`,
+  },
+  {
+    test: (s) => s === 404 || s === 405 || s === 410,
+    cause: 'the receiver has no endpoint at this URL (or it does not take POST)',
+    fix: (t) =>
+      `fix --http-url (the path the template makes of topic ${t}), or add the endpoint to the receiver`,
+  },
+  {
+    test: (s) => s === 413,
+    cause: 'the receiver refused the body as too large',
+    fix: () =>
+      "raise the receiver's body limit, lower --http-batch-size (one event per request: 1), or write smaller payloads",
+  },
+  {
+    test: () => true,
+    cause: HTTP_SINK_CODES.REFUSED.meaning,
+    fix: (t) =>
+      `the receiver of topic ${t} refused the event as it is (its answer is in the error): fix the receiver or the row`,
+  },
+];
+
+function httpRemedy(reason: string, topic: string): Remedy | null {
+  if (reason === 'INVALID_EVENT')
+    return {
+      reason,
+      cause: HTTP_SINK_CODES.INVALID_EVENT.meaning,
+      fix: 'fix the row: a header value with a line break or control character, or a header name HTTP cannot carry (docs/sinks.md, Webhooks)',
+    };
+  const m = /^HTTP_(\d{3})$/.exec(reason);
+  if (!m) return null;
+  const f = HTTP_STATUS_FIXES.find((x) => x.test(Number(m[1])))!;
+  return { reason, cause: f.cause, fix: f.fix(topic) };
+}
+
 /** Rows the router could not turn into a message (route/router.ts): the row itself must change. */
 const ROW_FIX =
   'fix the row (the error names the column; docs/outbox-table.md#rows-that-break-the-contract) or discard it';
@@ -88,10 +144,12 @@ const ROW_REASONS: Readonly<Record<string, string>> = {
   ROW_UNEXPECTED: 'the row could not be encoded',
 };
 
+const REASON_PREFIX = new RegExp(LAST_ERROR_PREFIX);
+
 /** The reason of a last_error (`class/REASON: …`), or null. */
 export function reasonOf(lastError: string | null): string | null {
-  const m = lastError ? /^[a-z]+\/([A-Za-z_]+):/.exec(lastError) : null;
-  return m ? m[1]! : null;
+  const m = lastError ? REASON_PREFIX.exec(lastError) : null;
+  return m ? m[0].slice(m[0].indexOf('/') + 1, -1) : null;
 }
 
 /** The remedy for a reason (reasonOf(last_error)) of an event routed to `topic`. */
@@ -112,6 +170,8 @@ export function remedyFor(reason: string | null, topic: string): Remedy {
   if (reason && ROW_REASONS[reason]) return { reason, cause: ROW_REASONS[reason], fix: ROW_FIX };
   const redis = reason ? REDIS_FIXES[reason] : undefined;
   if (reason && redis) return { reason, cause: redis.cause, fix: redis.fix(topic) };
+  const http = reason ? httpRemedy(reason, topic) : null;
+  if (http) return http;
   return {
     reason,
     cause: null,

@@ -33,7 +33,7 @@ import { WebhookReceiver } from '../support/webhook-receiver.ts';
  * joins what the receiver took with the outbox (outbox_with_status) by event id.
  */
 const db = useTestDatabase();
-const { statuses, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
+const { statuses, settled, insertRounds, backgroundInserts, faultMidStream, failedEventsFix } = sinkLoad(db);
 let receiver: WebhookReceiver;
 let relay: Relay | null = null;
 let dir: string;
@@ -193,6 +193,10 @@ describe('HTTP sink (webhooks)', () => {
       /HTTP_302.*redirects are not followed.*elsewhere\.example/,
     );
     expect(j.rows.filter((r) => r.status !== 'published')).toHaveLength(2);
+    // `status` (and the console) say what to do, by the status the receiver answered (ops/remedies.ts).
+    const fix = await failedEventsFix('faults.{aggregate_type}');
+    expect(fix).toMatch(/faults\.Acct: the receiver of topic faults\.Acct refused the event/);
+    expect(fix).toMatch(/faults\.Acct: point --http-url at the address the receiver redirects to/);
     expect(j.lost).toEqual([]);
     expect(j.deliveredButFailed).toEqual([]);
     // The two failed events count as seen first, so every other event of their keys is checked in

@@ -1,12 +1,12 @@
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { ThrowawayRedis } from '../../src/dev/local-redis.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import { RedisSink } from '../../src/sinks/redis/redis-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
-import { ThrowawayRedis } from '../support/redis-server.ts';
 import {
   insertEvents,
   insertEventsReportingCommit,
@@ -26,7 +26,7 @@ import { brokerErrors, seqReport, sinkLoad } from '../support/sink-load.ts';
  * streams back by XRANGE and joins them on event id against the outbox table.
  */
 const db = useTestDatabase();
-const { statuses, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
+const { statuses, settled, insertRounds, backgroundInserts, faultMidStream, failedEventsFix } = sinkLoad(db);
 let redis: ThrowawayRedis;
 let relay: Relay | null = null;
 let sink: RedisSink | null = null;
@@ -279,6 +279,10 @@ describe('Redis Streams sink', () => {
     expect(st.get(ids[0]!)!.status).toBe('failed');
     expect(st.get(ids[0]!)!.last_error).toMatch(/WRONGTYPE/);
     expect(st.get(ids[1]!)!.status).toBe('published');
+    // `status` (and the console) say what to do about it (ops/remedies.ts).
+    expect(await failedEventsFix('wrong.{aggregate_type}')).toMatch(
+      /wrong\.Bad: the key wrong\.Bad .*is not a stream: see redis-cli TYPE/,
+    );
     // The refused XADD left no dedup key behind: once the key is fixed, the sweeper's retry stores it.
     const a = await redis.admin();
     expect(await a.keys('{wrong.Bad}:dedup:*')).toEqual([]);

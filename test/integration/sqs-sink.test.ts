@@ -30,7 +30,7 @@ import { seqReport, sinkLoad } from '../support/sink-load.ts';
  * loses only what it never acknowledged. The test reads the queues back with a client of its own.
  */
 const db = useTestDatabase();
-const { statuses, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
+const { statuses, settled, insertRounds, backgroundInserts, faultMidStream, failedEventsFix } = sinkLoad(db);
 let mq: LocalElasticMq;
 let reader: SQSClient;
 let relay: Relay | null = null;
@@ -254,6 +254,10 @@ describe('SQS sink (against ElasticMQ)', () => {
     const st = await statuses(ids);
     expect(ids.map((id) => st.get(id)!.status)).toEqual(['published', 'failed', 'failed', 'published']);
     expect(st.get(ids[1]!)!.last_error).toMatch(/QueueDoesNotExist|NonExistentQueue|does not exist/);
+    // `status` (and the console) say what to do about it (ops/remedies.ts).
+    expect(await failedEventsFix('sqs-{aggregate_type}')).toMatch(
+      /sqs-Absent: create the SQS queue .* topic sqs-Absent/,
+    );
     const got = await drainQueue(reader, mq.queueUrl('sqs-Present'));
     expect([...new Set(got.map((m) => m.Body))]).toEqual(['{"seq":0}', '{"seq":1}']);
   });

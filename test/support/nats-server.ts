@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { untilFrozen } from './frozen.ts';
+import { untilFrozen } from '../../src/dev/frozen.ts';
 
 export interface NatsServerOptions {
   /** The server's max_payload (bytes); NATS' default is 1 MiB. */
@@ -152,7 +152,7 @@ export class ThrowawayNats {
     this.#child?.kill('SIGSTOP');
   }
 
-  /** Resolves once every thread of the frozen server is stopped (test/support/frozen.ts). */
+  /** Resolves once every thread of the frozen server is stopped (src/dev/frozen.ts). */
   frozen(): Promise<void> {
     return untilFrozen(this.#child?.pid);
   }

@@ -4,12 +4,25 @@
  */
 import type pg from 'pg';
 import { expect } from 'vitest';
+import { readStatus } from '../../src/ops/status.ts';
+import { evaluate } from '../../src/ops/status-report.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { waitFor } from './postgres.ts';
-import { insertEvents, insertEventsReportingCommit, orderViolations, slotPosition } from './relay.ts';
+import {
+  insertEvents,
+  insertEventsReportingCommit,
+  orderViolations,
+  slotPosition,
+  testConfig,
+} from './relay.ts';
 
-type Db = { pool: pg.Pool; name: string; query<T>(sql: string, params?: unknown[]): Promise<T[]> };
+type Db = {
+  pool: pg.Pool;
+  name: string;
+  url: string;
+  query<T>(sql: string, params?: unknown[]): Promise<T[]>;
+};
 
 export function sinkLoad(db: Db) {
   async function statuses(
@@ -135,7 +148,22 @@ export function sinkLoad(db: Db) {
     return o.load.stop();
   }
 
-  return { statuses, settled, insertRounds, backgroundInserts, faultMidStream };
+  /**
+   * What `status` says to do about the failed events (ops/status.ts, status-report.ts: the console
+   * shows the same remedy per event): the failed_events finding's fix, '' when there is none.
+   * `topicTemplate`: the relay's, which `status` is given too (it names the topic in the fix).
+   */
+  async function failedEventsFix(topicTemplate: string): Promise<string> {
+    const client = await db.pool.connect();
+    try {
+      const report = evaluate(await readStatus(client, testConfig(db, ['--topic-template', topicTemplate])));
+      return report.findings.find((f) => f.id === 'failed_events')?.fix ?? '';
+    } finally {
+      client.release();
+    }
+  }
+
+  return { statuses, settled, insertRounds, backgroundInserts, faultMidStream, failedEventsFix };
 }
 
 /** Transient broker errors the relay met so far (each failed attempt of a batch counts one). */

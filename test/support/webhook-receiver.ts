@@ -2,21 +2,20 @@
  * A webhook receiver for the HTTP sink's tests: a real node:http server on a loopback port of its
  * own, that does what a careful receiver does and what a failing one does.
  *
- * - Verifies every request as a Standard Webhooks receiver does — HMAC-SHA256 over
- *   "<webhook-id>.<webhook-timestamp>.<body>" with the secrets it knows, any `v1,` signature of
- *   the header matching, the timestamp within 5 minutes — computed here with node:crypto, not with
- *   the relay's signing code. A request that does not verify is answered 401 and counted.
+ * - Verifies every request as a Standard Webhooks receiver does (src/dev/webhook-verify.ts: from
+ *   the specification, not the relay's signing code). A request that does not verify is answered
+ *   401 and counted.
  * - Deduplicates by webhook-id (per array element by `id` for a batched body): `delivered` holds
  *   every event accepted (2xx) in arrival order, re-sent copies included; `unique` the first ones.
  * - Answers chosen events (`key#seq`) with scripted answers, one per attempt: a status (500, 429
  *   with Retry-After, 400 with a body, 302), or a hang (no answer until the relay gives up).
  * - Can be killed (server closed, every connection destroyed) and restarted on the same port.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { type PortLease, reservePort } from '../../src/dev/ports.ts';
+import { verifyWebhook, webhookKeys } from '../../src/dev/webhook-verify.ts';
 
 export type Answer =
   | { status: number; retryAfter?: string; body?: string; location?: string; sticky?: boolean }
@@ -68,7 +67,7 @@ export class WebhookReceiver {
     secrets: string[],
     opts: { port?: number; journal?: string } = {},
   ): Promise<WebhookReceiver> {
-    const keys = secrets.map((s) => Buffer.from(s.replace(/^whsec_/, ''), 'base64'));
+    const keys = webhookKeys(secrets);
     const lease = opts.port !== undefined ? { port: opts.port, release() {} } : await reservePort();
     const r = new WebhookReceiver(lease, keys, opts.journal);
     await r.restart();
@@ -127,28 +126,12 @@ export class WebhookReceiver {
     this.#lease.release();
   }
 
-  #verify(req: IncomingMessage, body: Buffer): boolean {
-    const id = req.headers['webhook-id'];
-    const ts = req.headers['webhook-timestamp'];
-    const sig = req.headers['webhook-signature'];
-    if (typeof id !== 'string' || typeof ts !== 'string' || typeof sig !== 'string') return false;
-    if (Math.abs(Date.now() / 1000 - Number(ts)) > 300) return false;
-    const given = sig
-      .split(' ')
-      .filter((s) => s.startsWith('v1,'))
-      .map((s) => Buffer.from(s.slice(3), 'base64'));
-    return this.keys.some((key) => {
-      const mac = createHmac('sha256', key).update(`${id}.${ts}.`).update(body).digest();
-      return given.some((g) => g.length === mac.length && timingSafeEqual(g, mac));
-    });
-  }
-
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks);
     const webhookId = String(req.headers['webhook-id']);
-    if (!this.#verify(req, body)) {
+    if (!verifyWebhook(req.headers, body, this.keys)) {
       this.badSignatures++;
       this.attempts.push({ webhookId, keys: [], at: Date.now(), status: 401 });
       res.writeHead(401).end('bad signature');

@@ -1,3 +1,4 @@
+import { LAST_ERROR_PREFIX } from '../../lifecycle/failure-policy.ts';
 import { type EventFilter, filterSql } from '../../lifecycle/filter.ts';
 import type { OperatorEvents } from '../../lifecycle/operator-events.ts';
 import type { EventRecord, FailingRow } from '../../lifecycle/queries.ts';
@@ -114,7 +115,7 @@ export function debeziumSideEvents(table: string, slot: string, cols: SideColumn
     async failingGroups(db, limit) {
       const r = await db.query<FailingRow>(
         `SELECT status, aggregate_type, event_type,
-                substring(last_error FROM '^[a-z]+/[A-Za-z_]+:') AS last_error, count(*)::text AS n
+                substring(last_error FROM '${LAST_ERROR_PREFIX}') AS last_error, count(*)::text AS n
            FROM ${from} WHERE status IN ${sqlStatuses(RESOLVABLE)}
           GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT $7`,
         [...base, limit],

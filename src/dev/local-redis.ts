@@ -1,5 +1,5 @@
 /**
- * A throwaway `redis-server` of one test file: its own port (src/dev/ports.ts: Redis must be told
+ * A throwaway `redis-server` (of a test file, a bench or chaos run, the playground): its own port (src/dev/ports.ts: Redis must be told
  * its port), directory and process, so it can be killed (-9), frozen (SIGSTOP) and restarted
  * without touching the machine's shared Redis (port 6379).
  *
@@ -13,8 +13,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { type PortLease, reservePort } from '../../src/dev/ports.ts';
 import { untilFrozen } from './frozen.ts';
+import { type PortLease, reservePort } from './ports.ts';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
 
@@ -158,7 +158,7 @@ export class ThrowawayRedis {
     this.#child?.kill('SIGSTOP');
   }
 
-  /** Resolves once every thread of the frozen server is stopped (test/support/frozen.ts). */
+  /** Resolves once every thread of the frozen server is stopped (src/dev/frozen.ts). */
   frozen(): Promise<void> {
     return untilFrozen(this.#child?.pid);
   }
