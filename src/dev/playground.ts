@@ -151,7 +151,7 @@ export async function runPlayground(o: PlaygroundOptions): Promise<void> {
       await db.query(
         'CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (42, 100)',
       );
-      relay = new Relay({ config, sink: createSink(config, log), log });
+      relay = new Relay({ config, sink: await createSink(config, log), log });
       await relay.start();
       http = await startPlaygroundHttp(relay, config, log);
       writeFileSync(envFile, [`export DATABASE_URL=${pgServer.url}`, ...destination.env, ''].join('\n'));

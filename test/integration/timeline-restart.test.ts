@@ -65,12 +65,12 @@ function configFor(url: string, delivery: Delivery) {
 }
 
 /** The configured sink (in-memory, or Kafka), keeping what it published; `after` runs once a batch is acknowledged. */
-function recording(
+async function recording(
   delivery: Delivery,
   config: ReturnType<typeof configFor>,
   after: (batch: readonly OutboundMessage[]) => Promise<void> = async () => {},
-): Sink & { published: OutboundMessage[] } {
-  const inner = delivery === 'exactly-once' ? createSink(config, silentLogger()) : memorySink();
+): Promise<Sink & { published: OutboundMessage[] }> {
+  const inner = delivery === 'exactly-once' ? await createSink(config, silentLogger()) : memorySink();
   const published: OutboundMessage[] = [];
   return {
     name: inner.name,
@@ -164,7 +164,7 @@ describe.each<[Delivery]>([['at-least-once'], ['exactly-once']])('%s', (delivery
     // standby's walsender is frozen before the relay records the batch.
     let arm: ((frozen: { pid: number; commitLsn: bigint }) => void) | null = null;
     const config1 = configFor(primary.url, delivery);
-    const sink = recording(delivery, config1, async (batch) => {
+    const sink = await recording(delivery, config1, async (batch) => {
       if (!arm || !batch.some((m) => m.event.payload?.toString().includes('"late"'))) return;
       const a = arm;
       arm = null;
@@ -227,7 +227,7 @@ describe.each<[Delivery]>([['at-least-once'], ['exactly-once']])('%s', (delivery
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(l) });
     const config2 = configFor(standby.url, delivery);
-    const second = recording(delivery, config2);
+    const second = await recording(delivery, config2);
     const relay2 = new Relay({ config: config2, sink: second, log });
     relays.push(relay2);
     await relay2.start();
