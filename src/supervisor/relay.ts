@@ -1,18 +1,14 @@
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
+import { deliveryModeOf } from '../delivery/choose.ts';
+import type { DeliveryMode } from '../delivery/mode.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { heldSideAggregates } from '../lifecycle/debezium-side-table.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
-import {
-  markRecovery,
-  outcomesOnRows,
-  pendingRecovery,
-  readProgress,
-  recordProgressRanges,
-} from '../lifecycle/progress.ts';
+import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
@@ -31,7 +27,7 @@ import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
-import { currentTimeline, timelineChanged } from '../store/timeline.ts';
+import { currentTimeline } from '../store/timeline.ts';
 import { ReplicationSession } from '../stream/session.ts';
 import { OutboxRows } from '../sweeper/outbox-rows.ts';
 import { SideTableRows } from '../sweeper/side-table-rows.ts';
@@ -156,8 +152,8 @@ export class Relay {
   /** This process has opened the slot before: finding it missing later means it was dropped. */
   #slotSeen = false;
   readonly #timelines: TimelineWatch;
-  /** Exactly-once: the timeline Kafka's progress was synced on this round (#syncKafkaProgress). */
-  #syncedOn: string | null = null;
+  /** How batches are cut and committed (delivery/mode.ts): chosen here, once. */
+  readonly #delivery: DeliveryMode;
   /** invalidation_reason of the slot #openSlot found lost, for #recover's log lines. */
   #lostReason: string | null = null;
 
@@ -166,10 +162,9 @@ export class Relay {
     this.#sink = new SerializedSink(o.sink);
     this.#log = o.log.child({ slot: o.config.slot });
     this.metrics = o.metrics ?? new RelayMetrics();
-    const eo = this.#sink.exactlyOnce;
-    if (eo) this.metrics.watchExactlyOnce(() => eo.counts());
     this.#outages = new OutageLog(this.#log);
     this.#timelines = new TimelineWatch(this.#log, this.metrics);
+    this.#delivery = deliveryModeOf(this.#c, this.#sink, this.#log, this.metrics, this.#timelines);
   }
 
   /** Aggregates the stream holds back in strict ordering (an earlier event failed, dead or parked). */
@@ -382,7 +377,7 @@ export class Relay {
           if (lock.lost.aborted) continue;
           // Exactly-once: what Kafka committed (read after fencing older producers) joins
           // PostgreSQL's progress record before anything is streamed or recovered.
-          if (this.#sink.exactlyOnce) await this.#syncKafkaProgress(pool, store);
+          await this.#delivery.sync(store);
           // Which aggregates are blocked survives restarts in the table (strict ordering), or
           // in the preset's side table: without it a later event of a failed aggregate would be
           // published before the failed one.
@@ -399,7 +394,7 @@ export class Relay {
           else await blocked.reload(pool, c.schema, c.table);
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
-          const outcomeDeps = { ...shared, outages: this.#outages, tracer };
+          const outcomeDeps = { ...shared, outages: this.#outages, tracer, delivery: this.#delivery };
           // The preset has no table to recover from (the events may exist only in the WAL).
           if (!debezium && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
@@ -451,12 +446,8 @@ export class Relay {
               },
               (timeline) => {
                 this.#timelines.observe(timeline);
-                // Exactly-once: Kafka's progress was synced on another timeline (a promotion in
-                // between): this round's ids would be taken for the old one's. Start over.
-                const eo = this.#sink.exactlyOnce;
-                if (eo && this.#syncedOn !== timeline)
-                  session.fail(timelineChanged(this.#syncedOn ?? 'unknown', timeline, 0));
-                eo?.timeline(timeline);
+                const changed = this.#delivery.streamStarted(timeline);
+                if (changed) session.fail(changed);
               },
             );
           } finally {
@@ -484,11 +475,9 @@ export class Relay {
             await sleep(backoffDelay(outagePolicy(c), ++this.#attempt), stop);
             continue;
           }
-          // Exactly-once: fenced while the session ended for another reason (a zombie resumed
-          // after a takeover sees its database sessions terminated too, often first): it exits 75
-          // rather than wait as a standby whose producer can never publish again.
-          const fenced = this.#sink.exactlyOnce?.fenced();
-          if (fenced) throw fenced;
+          // Exactly-once: fenced while the session ended for another reason: exit 75, not standby.
+          const fatal = this.#delivery.fatal();
+          if (fatal) throw fatal;
           // Lost while streaming (the sweeper saw wal_status = lost): the next round recovers it.
           if (e.code === ErrorCode.SLOT_INVALIDATED && c.slotRecovery) {
             this.#log.warn({ err: e.message }, 'replication slot lost while streaming; recovering it');
@@ -535,61 +524,6 @@ export class Relay {
       await lock.release();
       await pool.end().catch(() => {});
     }
-  }
-
-  /**
-   * Exactly-once: Kafka's latest committed progress record (the ids of every transaction this
-   * slot committed that PostgreSQL may not have recorded: a crash or a fencing between the Kafka
-   * commit and the progress statement) is added to PostgreSQL's record, so the stream skips those
-   * events. Kafka's record can then forget them. A record another relay wrote since this one's
-   * last commit ends the relay (PRODUCER_FENCED).
-   */
-  async #syncKafkaProgress(pool: pg.Pool, store: OutboxStore): Promise<void> {
-    const eo = this.#sink.exactlyOnce!;
-    // Before Kafka's record is read: its ids are recorded only on this timeline (store/timeline.ts).
-    const on = await currentTimeline(pool);
-    this.#syncedOn = on;
-    eo.timeline(on);
-    const committed = await eo.committed().catch((e: unknown) => {
-      if (isRelayError(e) && !e.retriable) throw e;
-      throw new RelayError(
-        ErrorCode.BROKER_UNAVAILABLE,
-        `cannot read the exactly-once progress topic: ${errorMessage(e)}`,
-        { retriable: true, cause: e },
-      );
-    });
-    const ranges = committed.published;
-    if (committed.timeline !== null && committed.timeline !== on) {
-      // A promotion since Kafka's last commit: its ids name rows of the old primary, some of
-      // which the new one reuses for other rows. Not recorded: the new primary's own record and
-      // the table recovery decide (those events may be published again: duplicates).
-      this.#timelines.observe(committed.timeline);
-      this.#timelines.observe(on);
-      this.#log.warn(
-        { kafkaTimeline: committed.timeline, timeline: on, published: ranges.slice(0, 200) },
-        "exactly-once: Kafka's committed progress was written on another database timeline (a promotion): its ids are not added to this primary's progress record; events of it that this primary has are published again (duplicates for a read_committed consumer)",
-      );
-    } else if (ranges === '{}') {
-      // Right at a first start; after one, the progress topic was deleted (or is another cluster).
-      const recorded = await readProgress(pool, store.progress, this.#c.slot);
-      if (recorded && recorded !== '{}')
-        this.#log.warn(
-          { topic: this.#c.kafkaProgressTopic },
-          "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
-        );
-    } else {
-      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges, on);
-      if (n !== 1) {
-        const now = await currentTimeline(pool);
-        if (now !== on) throw timelineChanged(on, now, 0);
-        throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
-      }
-      this.#log.info(
-        { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
-        "Kafka's committed progress added to the progress record",
-      );
-    }
-    eo.recorded('all');
   }
 
   /** A stream failure with no progress: counts it towards a poison position; the poison once recognised. */

@@ -1,0 +1,53 @@
+import type { RelayError } from '../errors.ts';
+import type { OutboxStore } from '../lifecycle/outbox-store.ts';
+import type { OutcomeDeps } from '../outcome/outcome.ts';
+import type { Sink } from '../sinks/sink.ts';
+import type { MessageQueue, Pending } from '../stream/message-queue.ts';
+
+/**
+ * How the stream's batches are cut and committed: at-least-once (any sink) or exactly-once
+ * (Kafka transactions, docs/delivery.md). Chosen once, at start, from the sink (deliveryModeOf
+ * in choose.ts); the stream (stream/session.ts) and the relay's rounds (supervisor/) call it and
+ * never ask which mode runs.
+ *
+ * A mode's points in a batch's life, in order:
+ *  - start of every round, before recovery and the stream: `sync` (exactly-once: Kafka's
+ *    committed progress joins PostgreSQL's record, so the stream skips what Kafka holds);
+ *  - the stream started on a timeline: `streamStarted` (exactly-once: a promotion since the sync
+ *    ends the round);
+ *  - a commit arrived: `committed`; a batch is wanted: `nextBatch` (exactly-once: whole
+ *    PostgreSQL transactions, one Kafka transaction each);
+ *  - the batch is published through `streamSink` (exactly-once: with the slot's progress);
+ *  - its outcomes are recorded in PostgreSQL: `recorded`;
+ *  - a round failed: `fatal` says whether the relay must end instead of retrying.
+ */
+export interface DeliveryMode {
+  readonly name: 'at-least-once' | 'exactly-once';
+  /** The sink as the stream publishes through it (its first attempts of the events). */
+  streamSink(sink: Sink): OutcomeDeps['sink'];
+  /** The next batch to publish (may be empty: the caller waits for more and asks again). */
+  nextBatch(queue: MessageQueue, stream: StreamState, signal: AbortSignal): Promise<Pending[]>;
+  /** A PostgreSQL transaction's commit arrived in the stream. */
+  committed(queue: MessageQueue): void;
+  /** PostgreSQL's progress record now holds these events. */
+  recorded(batch: readonly Pending[]): void;
+  /** Before each round's recovery and stream, once the sink has started. */
+  sync(store: Pick<OutboxStore, 'db' | 'progress'>): Promise<void>;
+  /** The stream started on `timeline` (store/timeline.ts): an error ends the round. */
+  streamStarted(timeline: string): RelayError | null;
+  /** After a failed round: an error that ends the relay (exactly-once: this producer was fenced). */
+  fatal(): Error | null;
+}
+
+/** What the stream tells the mode about itself when a batch is cut. */
+export interface StreamState {
+  /** Reading is paused (backpressure): nothing more arrives until a batch settles. */
+  readonly paused: boolean;
+  /** Stopping: a transaction still arriving is not waited for. */
+  readonly draining: boolean;
+}
+
+/** Hears the database timelines seen (supervisor/timeline-watch.ts): Kafka's record names one. */
+export interface TimelineObserver {
+  observe(key: string): void;
+}
