@@ -3,6 +3,7 @@
 import './heap-tuning.ts';
 import { createRequire } from 'node:module';
 import pg from 'pg';
+import { cutoverTarget, recordCutover } from '../compat/debezium/cutover.ts';
 import { COMMAND_SUMMARY, COMPLETION_HELP, CONFIG_HELP, commandHelp, USAGE } from '../config/help.ts';
 import { type Config, loadConfig, redactUrl, validate } from '../config/load.ts';
 import { type Command, optionsFor, SUBCOMMANDS } from '../config/options.ts';
@@ -15,7 +16,6 @@ import { stuckAfterFor } from '../observability/health.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { OPS_COMMANDS, runOpsCommand } from '../ops/cli.ts';
 import { OpsConflictError } from '../ops/input-error.ts';
-import { cutoverTarget, recordCutover } from '../replication/cutover.ts';
 import { readFailover } from '../replication/failover.ts';
 import { checkDatabase, checkPartitions } from '../replication/preflight.ts';
 import { keepTimestampMicroseconds } from '../route/timestamptz.ts';

@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
+import { debeziumRouting } from '../compat/debezium/event-router-options.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
-import { debeziumRouting } from '../route/debezium/event-router-options.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';

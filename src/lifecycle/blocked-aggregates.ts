@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { qualified } from '../store/sql-ident.ts';
-import { sqlStatuses, UNHEALTHY } from './statuses.ts';
+import { allHeldAggregates } from './queries.ts';
 
 const keyOf = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`;
 
@@ -85,12 +85,9 @@ export class BlockedAggregates {
     return true;
   }
 
+  /** The outbox table's held aggregates (queries.ts allHeldAggregates). */
   async reload(db: pg.Pool, schema: string, table: string): Promise<void> {
-    const r = await db.query<{ aggregate_type: string; aggregate_id: string }>(
-      `SELECT DISTINCT aggregate_type, aggregate_id FROM ${qualified(schema, table)}
-        WHERE status IN ${sqlStatuses(UNHEALTHY)} AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
-    );
-    this.replace(r.rows.map((row) => [row.aggregate_type, row.aggregate_id]));
+    this.replace(await allHeldAggregates(db, qualified(schema, table)));
   }
 
   /** What a session starts from: exactly these aggregates blocked (read from where failures are kept). */

@@ -18,7 +18,7 @@ import { discardEvents, resendEvents } from './transitions.ts';
 /**
  * The events an operator looks at and resolves (`events list|count|show|resend|discard`,
  * `status`'s counts, the console): the relay's own outbox table, or with --compat debezium the
- * preset's side table (debezium-side-events.ts). The commands and the console are written once
+ * preset's side table (compat/debezium/side-events.ts). The commands and the console are written once
  * against this; each implementation keeps its own statements.
  *
  * resend and discard are guarded by status (failed or dead) and return the rows changed: the

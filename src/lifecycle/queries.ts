@@ -254,6 +254,15 @@ export async function tableBytes(db: Db, table: string): Promise<number> {
 }
 
 /** Which of these aggregates still have a failed, dead or parked row (strict ordering: still held). */
+/** Every aggregate a failed, dead or parked row of the outbox table holds (a session's start). */
+export async function allHeldAggregates(db: Db, table: string): Promise<[string, string][]> {
+  const r = await db.query<{ aggregate_type: string; aggregate_id: string }>(
+    `SELECT DISTINCT aggregate_type, aggregate_id FROM ${table}
+      WHERE status IN ${sqlStatuses(UNHEALTHY)} AND aggregate_type IS NOT NULL AND aggregate_id IS NOT NULL`,
+  );
+  return r.rows.map((row) => [row.aggregate_type, row.aggregate_id]);
+}
+
 export async function heldAggregates(
   db: Db,
   table: string,

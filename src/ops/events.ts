@@ -1,12 +1,11 @@
 import type pg from 'pg';
-import { debeziumSideEvents } from '../lifecycle/debezium-side-events.ts';
+import { columnsModeOf, debeziumRouting } from '../compat/debezium/event-router-options.ts';
+import { javaReplaceWhole } from '../compat/debezium/java-regex.ts';
+import { debeziumSideEvents } from '../compat/debezium/side-events.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
 import { type OperatorEvents, outboxEvents } from '../lifecycle/operator-events.ts';
 import type { EventRecord } from '../lifecycle/queries.ts';
 import type { Status } from '../lifecycle/statuses.ts';
-import { columnsModeOf } from '../replication/columns-tuple.ts';
-import { debeziumRouting } from '../route/debezium/event-router-options.ts';
-import { javaReplaceWhole } from '../route/debezium/java-regex.ts';
 import { type RouteConfig, topicFor } from '../route/router.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { OpsConflictError, OpsInputError } from './input-error.ts';

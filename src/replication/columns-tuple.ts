@@ -1,10 +1,9 @@
-import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { utf8Text } from './binary-values.ts';
 import type { Lsn } from './lsn.ts';
 
 /**
- * The Debezium preset's rows (route/debezium/): a table of Debezium's shape, not the relay's, so
+ * A preset's rows read by column name (the Debezium preset's, compat/debezium/): a table of Debezium's shape, not the relay's, so
  * every column is kept as PostgreSQL's text for it (what Debezium reads from pgoutput), by name.
  * The stream asks for text values in this mode (connection.ts `text`).
  */
@@ -15,17 +14,6 @@ export interface ColumnsMode {
   routeBy: string; // route.by.field
   type: string; // table.field.event.type
   payload: string; // table.field.event.payload
-}
-
-/** The columns the stream's decoder takes the pipeline's own fields from. */
-export function columnsModeOf(r: DebeziumRouting): ColumnsMode {
-  return {
-    eventId: r.fieldEventId,
-    key: r.fieldEventKey,
-    routeBy: r.routeByField,
-    type: r.fieldEventType,
-    payload: r.fieldPayload,
-  };
 }
 
 /**

@@ -22,7 +22,7 @@ export interface OutboxEvent {
    */
   xid: number;
   /**
-   * The Debezium preset (route/debezium/): every column's text by name, as pgoutput sent it; the
+   * The Debezium preset (compat/debezium/): every column's text by name, as pgoutput sent it; the
    * record is made from these. Absent for the relay's own table.
    */
   columns?: Record<string, string | null>;
@@ -33,7 +33,7 @@ export interface OutboundMessage {
   topic: string;
   /**
    * The Debezium preset (Kafka only) may also set a null key, and header values that are null or
-   * arrays (a repeated name), which kafkajs writes as such (route/debezium/route.ts).
+   * arrays (a repeated name), which kafkajs writes as such (compat/debezium/route.ts).
    */
   key: string;
   value: Buffer | null;

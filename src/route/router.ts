@@ -1,4 +1,3 @@
-import { type DebeziumRoute, routeDebezium } from './debezium/route.ts';
 import type { OutboundMessage, OutboxEvent } from './event.ts';
 import { checkEvent, hasNotUtf8Value, quote } from './row-check.ts';
 import { encodeValue, type ValueFormat, valueFormatFor } from './value-format.ts';
@@ -12,8 +11,11 @@ export interface RouteConfig {
   valueFormat?: ValueFormat;
   /** Per-aggregate-type value format, overriding valueFormat. */
   valueFormatOverrides?: Record<string, ValueFormat>;
-  /** The Debezium preset (--compat debezium): records as Debezium's EventRouter writes them. */
-  debeziumRoute?: DebeziumRoute;
+  /**
+   * A preset's own routing (compat/preset.ts PresetSession.route; e.g. records as Debezium's
+   * EventRouter writes them), instead of the outbox table's. Throws a RouteError for a row it cannot route.
+   */
+  presetRoute?: (event: OutboxEvent) => OutboundMessage;
 }
 
 /** The routing part of the relay's configuration. */
@@ -124,13 +126,7 @@ export const HEADER = {
 
 /** Pure: turns a decoded row into the message a sink publishes. */
 export function route(event: OutboxEvent, cfg: RouteConfig): OutboundMessage {
-  if (cfg.debeziumRoute) {
-    try {
-      return routeDebezium(event, cfg.debeziumRoute);
-    } catch (e) {
-      throw new RouteError(`Debezium preset: ${(e as Error).message}`, 'ROW_INVALID');
-    }
-  }
+  if (cfg.presetRoute) return cfg.presetRoute(event);
   const invalid = checkEvent(event);
   if (invalid) throw new RouteError(invalid, hasNotUtf8Value(event) ? 'ROW_ENCODING' : 'ROW_INVALID');
   const topic = topicFor(event, cfg);

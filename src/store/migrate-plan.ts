@@ -1,10 +1,10 @@
 import type pg from 'pg';
+import { type CutoverTarget, describeSkipRule, planCutover } from '../compat/debezium/cutover.ts';
 import {
   DEFAULT_PARTITION_INTERVAL,
   DEFAULT_PARTITION_PREMAKE,
   inferInterval,
 } from '../lifecycle/partition-plan.ts';
-import { type CutoverTarget, describeSkipRule, planCutover } from '../replication/cutover.ts';
 import { formatLsn } from '../replication/lsn.ts';
 import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
 import { readPartitioning } from './partitions.ts';

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { type EventGate, OUTBOX_STREAM, type PresetSession, type StreamPreset } from '../compat/preset.ts';
 import type { Config } from '../config/load.ts';
 import type { DeliveryMode } from '../delivery/mode.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
-import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { decideBatch } from '../outcome/decide.ts';
@@ -10,18 +9,13 @@ import type { Outcome, OutcomeDeps } from '../outcome/outcome.ts';
 import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
 import { AckTracker } from '../replication/ack-tracker.ts';
-import { columnsModeOf } from '../replication/columns-tuple.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
-import { readCutover } from '../replication/cutover.ts';
-import { DebeziumResume } from '../replication/debezium-resume.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
-import { type DebeziumRouting, debeziumRouting } from '../route/debezium/event-router-options.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
 import type { Sink } from '../sinks/sink.ts';
-import { tableColumns } from '../store/table-columns.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
 import { RecordBehind, settleBatch } from './record-behind.ts';
@@ -37,6 +31,8 @@ export interface SessionDeps extends OutcomeDeps {
   store: OutboxStore;
   /** How batches are cut and committed (delivery/mode.ts), chosen at start. */
   delivery: DeliveryMode;
+  /** The table preset's part in the stream (compat/preset.ts); the outbox table's when absent. */
+  preset?: StreamPreset;
 }
 
 /**
@@ -57,10 +53,11 @@ export class ReplicationSession {
   readonly #queue = new MessageQueue();
   readonly #decoder: OutboxDecoder;
   readonly #route: RouteConfig;
-  /** The first streams after a cutover from Debezium: skips what Debezium processed (debezium-resume.ts). */
-  #resume: DebeziumResume<OutboxEvent> | null = null;
-  /** The Debezium preset's options (--compat debezium), or null. */
-  readonly #debezium: DebeziumRouting | null;
+  readonly #preset: StreamPreset;
+  /** The preset's part in this session (set when run() starts). */
+  #presetSession: PresetSession = {};
+  /** The preset's filter of the stream's events (the cutover from Debezium), or null. */
+  #gate: EventGate | null = null;
   readonly #abort = new AbortController();
   #conn: ReplicationConnection | null = null;
   readonly #status: StatusUpdates;
@@ -115,8 +112,8 @@ export class ReplicationSession {
     this.#tracker = new AckTracker(startLsn);
     this.#status = new StatusUpdates(this.#tracker, deps.metrics, startLsn);
     const c = deps.config;
-    this.#debezium = c.compat === 'debezium' ? debeziumRouting(c.debezium) : null;
-    this.#decoder = new OutboxDecoder(c.schema, c.table, this.#debezium && columnsModeOf(this.#debezium));
+    this.#preset = deps.preset ?? OUTBOX_STREAM;
+    this.#decoder = new OutboxDecoder(c.schema, c.table, this.#preset.columns);
     this.#route = routeConfigOf(c);
   }
 
@@ -159,23 +156,17 @@ export class ReplicationSession {
     });
     this.#conn = conn;
     this.#status.attach(conn);
-    if (this.#debezium) {
-      // The table's columns (types, nullability: a schema's `optional`) as they are now.
-      this.#route.debeziumRoute = {
-        routing: this.#debezium,
-        table: { schema: c.schema, table: c.table },
-        columns: await tableColumns(this.#d.store.db, c.schema, c.table),
-        state: { runId: randomUUID() },
-      };
-      const cutover = await readCutover(this.#d.store.db, c.schema, c.table, c.slot);
-      if (cutover) this.#resume = new DebeziumResume(cutover.lsnProc, cutover.lsnCommit);
-    }
+    const preset = await this.#preset.open(this.#d.store.db);
+    this.#presetSession = preset;
+    if (preset.route) this.#route.presetRoute = preset.route;
+    this.#gate = preset.gate ?? null;
     const streamDone = conn.stream(
       {
         slot: c.slot,
         publication: c.publication,
         messages: c.heartbeatIntervalMs > 0,
-        text: this.#debezium !== null,
+        // Rows read by column name are read as PostgreSQL's text (columns-tuple.ts).
+        text: this.#preset.columns !== null,
       },
       {
         onData: (data, start, end) => this.#onData(data, start, end),
@@ -276,11 +267,7 @@ export class ReplicationSession {
     await publisher.catch(() => {});
     this.#status.send(false);
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
-    if (this.#resume)
-      log.info(
-        { skipped: this.#resume.skipped },
-        'cutover from Debezium: events skipped as Debezium had published them',
-      );
+    this.#presetSession.end?.(log);
     if (fatal) throw fatal;
   }
 
@@ -310,19 +297,19 @@ export class ReplicationSession {
     const d = this.#decoder.decode(data, start, end);
     switch (d.kind) {
       case 'begin':
-        this.#resume?.begin(d.commitLsn);
+        this.#gate?.begin(d.commitLsn);
         this.#lastBeginLsn = d.commitLsn;
         this.#tracker.begin();
         return;
       case 'commit':
-        if (this.#resume) for (const e of this.#resume.commit()) this.#onEvent(e);
+        if (this.#gate) for (const e of this.#gate.commit()) this.#onEvent(e);
         this.#tracker.commit(d.endLsn);
         this.#d.delivery.committed(this.#queue);
         this.#status.maybeConfirm();
         return;
       case 'event':
-        if (this.#resume) {
-          for (const e of this.#resume.event(d.event, BigInt(d.event.id))) this.#onEvent(e);
+        if (this.#gate) {
+          for (const e of this.#gate.event(d.event, BigInt(d.event.id))) this.#onEvent(e);
         } else this.#onEvent(d.event);
         return;
       case 'message':
@@ -354,7 +341,7 @@ export class ReplicationSession {
     if (sortedRangesCover(this.#recorded, event.id)) return;
     if (this.#outcomesOnRows.size > 0 && this.#outcomesOnRows.has(event.id)) return;
     const txn = this.#tracker.addEvent();
-    if (this.#d.store instanceof DebeziumSideStore) this.#d.store.remember(event);
+    this.#presetSession.queued?.(event);
     const routed = routeEvent(event, this.#route);
     // Unroutable (a bad row, an illegal topic): permanent for this event; recorded 'failed' like a broker refusal.
     const p: Pending =

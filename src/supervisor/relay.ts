@@ -1,13 +1,12 @@
 import type pg from 'pg';
+import { presetOf } from '../compat/presets.ts';
 import type { Config } from '../config/load.ts';
 import { deliveryModeOf } from '../delivery/choose.ts';
 import type { DeliveryMode } from '../delivery/mode.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
-import { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
-import { heldSideAggregates } from '../lifecycle/debezium-side-table.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
-import { OutboxStore } from '../lifecycle/outbox-store.ts';
+import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { markRecovery, outcomesOnRows, pendingRecovery, readProgress } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
@@ -19,8 +18,6 @@ import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
 import { outagePolicy } from '../retry/retry.ts';
-import { debeziumRouting } from '../route/debezium/event-router-options.ts';
-import { routeConfigOf } from '../route/router.ts';
 import { SerializedSink } from '../sinks/serialized-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
@@ -29,8 +26,6 @@ import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { currentTimeline } from '../store/timeline.ts';
 import { ReplicationSession } from '../stream/session.ts';
-import { OutboxRows } from '../sweeper/outbox-rows.ts';
-import { SideTableRows } from '../sweeper/side-table-rows.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
@@ -298,25 +293,19 @@ export class Relay {
       max: 3,
       application_name: 'pg-outbox-relay',
     });
-    // The Debezium preset never writes the application's table: failures go to a side table.
-    const debezium = c.compat === 'debezium';
-    const routing = debezium ? debeziumRouting(c.debezium) : null;
-    const store = debezium
-      ? new DebeziumSideStore(pool, c.schema, c.table, c.slot)
-      : new OutboxStore(pool, c.schema, c.table);
+    // The table preset (compat/): the outbox table, or Debezium's, whose failures go to a side table.
+    const preset = presetOf(c, pool);
+    const store = preset.store;
     const blocked = new BlockedAggregates();
     this.#blocked = blocked;
     const tracer = await createBatchTracer();
     // What the stream and the sweeper share; each session adds its own outage log and tracer.
     const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
-    // The preset's failures live in its side table: the same sweeper works over it.
+    // The sweeper works over the preset's failed rows (the outbox table's, or a side table's).
     const sweeper = new Sweeper({
       ...shared,
-      store:
-        store instanceof DebeziumSideStore
-          ? new SideTableRows(store, c.slot, routing!, c)
-          : new OutboxRows(store, routeConfigOf(c)),
+      store: preset.sweepStore,
       onFatal: (e) => this.#session?.fail(e),
     });
     const lock = new LeaderLock({
@@ -378,35 +367,26 @@ export class Relay {
           // Exactly-once: what Kafka committed (read after fencing older producers) joins
           // PostgreSQL's progress record before anything is streamed or recovered.
           await this.#delivery.sync(store);
-          // Which aggregates are blocked survives restarts in the table (strict ordering), or
-          // in the preset's side table: without it a later event of a failed aggregate would be
-          // published before the failed one.
-          if (store instanceof DebeziumSideStore)
-            blocked.replace(
-              await heldSideAggregates(
-                pool,
-                store.failedTable,
-                c.slot,
-                routing!.routeByField,
-                routing!.fieldEventKey,
-              ),
-            );
-          else await blocked.reload(pool, c.schema, c.table);
+          // Which aggregates are blocked survives restarts where the preset keeps failures (the
+          // table, or a side table): without it a later event of a failed aggregate would be
+          // published before the failed one (strict ordering).
+          blocked.replace(await preset.sweepStore.heldAll());
           // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
           // stream — committed before it existed and recorded nowhere — come from the table.
           const outcomeDeps = { ...shared, outages: this.#outages, tracer, delivery: this.#delivery };
-          // The preset has no table to recover from (the events may exist only in the WAL).
-          if (!debezium && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps))) break;
+          // A preset without a progress record has no table to recover from (the events may exist only in the WAL).
+          if (preset.progressRecord && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps)))
+            break;
           // Rows the progress record covers are settled: the stream skips them (after a recovery,
           // rows the table pass published; after a crash, rows recorded but not yet confirmed).
           // Rows whose failure is on the row but not in the record (a crash between the two) are
           // the sweeper's: the stream skips them too.
-          const recorded = debezium ? null : await readProgress(pool, store.progress, c.slot);
-          const onRows = debezium
-            ? new Set<string>()
-            : await outcomesOnRows(pool, store.table, store.progress, c.slot);
+          const recorded = preset.progressRecord ? await readProgress(pool, store.progress, c.slot) : null;
+          const onRows = preset.progressRecord
+            ? await outcomesOnRows(pool, store.table, store.progress, c.slot)
+            : new Set<string>();
           const session = new ReplicationSession(
-            outcomeDeps,
+            { ...outcomeDeps, preset: preset.stream },
             slot.confirmedFlushLsn,
             recorded ? parseIdRanges(recorded) : [],
             onRows,

@@ -1,7 +1,7 @@
 import type { Classified } from '../errors.ts';
 import type { StoredRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
-import { heldAggregates, unhealthyCounts } from '../lifecycle/queries.ts';
+import { allHeldAggregates, heldAggregates, unhealthyCounts } from '../lifecycle/queries.ts';
 import {
   claimDueFailed,
   claimParked,
@@ -70,6 +70,9 @@ export class OutboxRows implements SweepStore<StoredRow> {
   async held(keys: readonly [string, string][]): Promise<[string, string][]> {
     const rows = await heldAggregates(this.db, this.#table, keys);
     return rows.map((r) => [r.aggregate_type, r.aggregate_id]);
+  }
+  heldAll(): Promise<[string, string][]> {
+    return allHeldAggregates(this.db, this.#table);
   }
   unhealthyCounts: SweepStore<StoredRow>['unhealthyCounts'] = () => unhealthyCounts(this.db, this.#table);
 }

@@ -18,7 +18,7 @@ export type Rerouted =
 
 /**
  * Where the sweeper's rows live, and how they are routed: the outbox table (outbox-rows.ts) or
- * the Debezium preset's side table (side-table-rows.ts). The sweeper (sweeper.ts) owns the
+ * the Debezium preset's side table (compat/debezium/side-table-rows.ts). The sweeper (sweeper.ts) owns the
  * lifecycle — which rows are due, retried, dead, copied to the dead-letter topic, released in
  * order, counted — once for both; a store only says how each move is written.
  *
@@ -54,6 +54,8 @@ export interface SweepStore<R extends SweepRow = SweepRow> {
 
   /** Of `keys`, the aggregates a failed, dead or parked row still holds. */
   held(keys: readonly [string, string][]): Promise<[string, string][]>;
+  /** Every aggregate a failed, dead or parked row holds (what a session starts blocked: BlockedAggregates.replace). */
+  heldAll(): Promise<[string, string][]>;
   /** Failed, dead and parked rows by status: how many, and the oldest's age in seconds. */
   unhealthyCounts(): Promise<Map<string, { n: string; oldest: string | null }>>;
 }

@@ -7,7 +7,7 @@ import type { Kafka } from 'kafkajs';
  * resolves an empty read_committed fetch to the high watermark (past an open transaction). Fetch
  * requests go up to the last stable offset, through kafkajs' own aborted-transaction filter.
  * Used for the exactly-once progress record (kafka-progress.ts) and Kafka Connect's offsets topic
- * (replication/debezium-offsets-topic.ts).
+ * (compat/debezium/offsets-topic.ts).
  */
 
 const require = createRequire(import.meta.url);

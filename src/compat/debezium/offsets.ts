@@ -6,7 +6,7 @@
  *  - the standalone worker's offsets file (a Java-serialised map whose keys and values are those
  *    JSON bytes): fileEntries;
  *  - the distributed worker's offsets topic (`connect-offsets`; the latest record of a key wins,
- *    a null value — a tombstone — means the offsets were reset): debezium-offsets-topic.ts;
+ *    a null value — a tombstone — means the offsets were reset): offsets-topic.ts;
  *  - one record's value saved as a file (no key): fileEntries too.
  * pickOffsets then chooses the connector. Pure.
  *
@@ -14,7 +14,7 @@
  * position of the last transaction it processed (io.debezium.connector.postgresql.connection.
  * WalPositionLocator resumes after them).
  */
-import { UsageError } from '../config/usage-error.ts';
+import { UsageError } from '../../config/usage-error.ts';
 
 export interface DebeziumOffsets {
   lsnProc: bigint;

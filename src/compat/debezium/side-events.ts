@@ -1,8 +1,8 @@
-import { discardSideRows, resendSideRows } from './debezium-side-table.ts';
-import { type EventFilter, filterSql } from './filter.ts';
-import type { OperatorEvents } from './operator-events.ts';
-import type { EventRecord, FailingRow } from './queries.ts';
-import { RESOLVABLE, sqlStatuses, UNHEALTHY } from './statuses.ts';
+import { type EventFilter, filterSql } from '../../lifecycle/filter.ts';
+import type { OperatorEvents } from '../../lifecycle/operator-events.ts';
+import type { EventRecord, FailingRow } from '../../lifecycle/queries.ts';
+import { RESOLVABLE, sqlStatuses, UNHEALTHY } from '../../lifecycle/statuses.ts';
+import { discardSideRows, resendSideRows } from './side-table.ts';
 
 /** The Debezium columns an event's fields come from (replication/columns-tuple.ts ColumnsMode). */
 export interface SideColumns {
@@ -14,7 +14,7 @@ export interface SideColumns {
 }
 
 /**
- * The preset's side table (`<table>_relay_failed`, debezium-side-table.ts) as the operator
+ * The preset's side table (`<table>_relay_failed`, side-table.ts) as the operator
  * commands and the console read the relay's own table: each row as an EventRecord, its fields
  * taken from the columns the WAL carried as the stream takes them (columns-tuple.ts columnsEvent:
  * id = the insert's WAL position, aggregate_type = the route.by.field column, aggregate_id = the

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../config/usage-error.ts';
+import { UsageError } from '../../config/usage-error.ts';
 import {
   AmbiguousOffsetsError,
   fileEntries,
@@ -7,8 +7,8 @@ import {
   parseOffsetsKey,
   parseOffsetsValue,
   pickOffsets,
-} from './debezium-offsets.ts';
-import { DebeziumResume } from './debezium-resume.ts';
+} from './offsets.ts';
+import { DebeziumResume } from './resume.ts';
 
 /** Feeds transactions [commitLsn, event lsns…] through the rule; the lsns published. */
 function run(r: DebeziumResume<bigint>, txns: [bigint, ...bigint[]][]): bigint[] {

@@ -1,20 +1,20 @@
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
-import type { Config } from '../config/load.ts';
-import { ErrorCode, RelayError } from '../errors.ts';
-import { type Logger, silentLogger } from '../observability/logger.ts';
-import type { KafkaClientSettings } from '../sinks/kafka/kafka-sink.ts';
-import { readSlotRow } from '../store/slots.ts';
-import { qualified } from '../store/sql-ident.ts';
+import type { Config } from '../../config/load.ts';
+import { ErrorCode, RelayError } from '../../errors.ts';
+import { type Logger, silentLogger } from '../../observability/logger.ts';
+import { formatLsn, parseLsn } from '../../replication/lsn.ts';
+import type { KafkaClientSettings } from '../../sinks/kafka/kafka-sink.ts';
+import { readSlotRow } from '../../store/slots.ts';
+import { qualified } from '../../store/sql-ident.ts';
 import {
   AmbiguousOffsetsError,
   type DebeziumOffsets,
   fileEntries,
   type OffsetsEntry,
   pickOffsets,
-} from './debezium-offsets.ts';
-import { readOffsetsTopic } from './debezium-offsets-topic.ts';
-import { formatLsn, parseLsn } from './lsn.ts';
+} from './offsets.ts';
+import { readOffsetsTopic } from './offsets-topic.ts';
 
 /** The relay's cutover record of the Debezium preset (sql/debezium/000002_cutover.sql). */
 export function cutoverTable(schema: string, table: string): string {
@@ -137,7 +137,7 @@ export async function planCutover(db: pg.ClientBase, t: CutoverTarget, log?: Log
   };
 }
 
-/** The skip rule the relay's first streams apply (debezium-resume.ts), in words. */
+/** The skip rule the relay's first streams apply (resume.ts), in words. */
 export function describeSkipRule(p: CutoverPlan): string {
   return `the slot resends from ${formatLsn(p.start)}; the relay skips transactions committed at or before lsn_commit ${formatLsn(p.lsnCommit)}, and the changes up to lsn_proc ${formatLsn(p.lsnProc)} in the transaction that holds it; everything after is published`;
 }

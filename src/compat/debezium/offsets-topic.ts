@@ -1,9 +1,9 @@
 import { Kafka } from 'kafkajs';
-import type { Logger } from '../observability/logger.ts';
-import { TopicLog } from '../sinks/kafka/kafka-log-reader.ts';
-import { type KafkaClientSettings, kafkaClientConfig } from '../sinks/kafka/kafka-sink.ts';
-import { oauthTokens } from '../sinks/kafka/oauth-token.ts';
-import { type OffsetsEntry, parseOffsetsKey } from './debezium-offsets.ts';
+import type { Logger } from '../../observability/logger.ts';
+import { TopicLog } from '../../sinks/kafka/kafka-log-reader.ts';
+import { type KafkaClientSettings, kafkaClientConfig } from '../../sinks/kafka/kafka-sink.ts';
+import { oauthTokens } from '../../sinks/kafka/oauth-token.ts';
+import { type OffsetsEntry, parseOffsetsKey } from './offsets.ts';
 
 /**
  * The records of a distributed Kafka Connect worker's offsets topic (offset.storage.topic,

@@ -1,12 +1,12 @@
 import type pg from 'pg';
-import { RESOLVABLE, sqlStatuses, UNHEALTHY } from './statuses.ts';
+import { RESOLVABLE, sqlStatuses, UNHEALTHY } from '../../lifecycle/statuses.ts';
 
 /**
  * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
  * sql/debezium/000001_side_tables.sql): the events of a Debezium outbox that could not be
- * published, as the WAL carried them. The stream inserts them (debezium-side-store.ts); the
- * sweeper retries, kills and releases them (sweeper/side-table-rows.ts); operators resend and discard them (their reads:
- * debezium-side-events.ts). Statuses:
+ * published, as the WAL carried them. The stream inserts them (side-store.ts); the
+ * sweeper retries, kills and releases them (side-table-rows.ts); operators resend and discard them (their reads:
+ * side-events.ts). Statuses:
  *   failed  → published (a retry went through) | failed (again, later) | dead (max attempts)
  *           | failed (`events resend`, due now) | discarded (`events discard`)
  *   parked  → published (released in WAL order once its key has no failed or dead event before it)

@@ -1,7 +1,13 @@
-import type { Config } from '../config/load.ts';
-import type { Classified } from '../errors.ts';
-import { errorMessage } from '../errors.ts';
-import type { DebeziumSideStore } from '../lifecycle/debezium-side-store.ts';
+import type { Config } from '../../config/load.ts';
+import type { Classified } from '../../errors.ts';
+import { errorMessage } from '../../errors.ts';
+import { columnsEvent } from '../../replication/columns-tuple.ts';
+import type { OutboundMessage } from '../../route/event.ts';
+import { dlqCopy } from '../../sweeper/dead-letter.ts';
+import type { Rerouted, SweepStore } from '../../sweeper/sweep-store.ts';
+import { columnsModeOf, type DebeziumRouting } from './event-router-options.ts';
+import { type DebeziumRoute, routeDebezium } from './route.ts';
+import type { DebeziumSideStore } from './side-store.ts';
 import {
   claimDueSide,
   claimSideParked,
@@ -11,19 +17,13 @@ import {
   settleSideRow,
   sideHasUnresolvedHead,
   sideUnhealthyCounts,
-} from '../lifecycle/debezium-side-table.ts';
-import { columnsEvent, columnsModeOf } from '../replication/columns-tuple.ts';
-import type { DebeziumRouting } from '../route/debezium/event-router-options.ts';
-import { type DebeziumRoute, routeDebezium } from '../route/debezium/route.ts';
-import type { OutboundMessage } from '../route/event.ts';
-import { tableColumns } from '../store/table-columns.ts';
-import { dlqCopy } from './dead-letter.ts';
-import type { Rerouted, SweepStore } from './sweep-store.ts';
+} from './side-table.ts';
+import { tableColumns } from './table-columns.ts';
 
 type Row = SideRow & { id: string };
 
 /**
- * The sweeper's rows in the Debezium preset's side table (lifecycle/debezium-side-table.ts): the
+ * The sweeper's rows in the Debezium preset's side table (side-table.ts): the
  * events, as the WAL carried them, that could not be published. A row is routed again from those
  * columns, so a retry writes the bytes the stream would have written. An aggregate is the
  * route.by.field column's text and the table.field.event.key column's, as the stream names it.
@@ -120,14 +120,10 @@ export class SideTableRows implements SweepStore<Row> {
 
   async held(keys: readonly [string, string][]): Promise<[string, string][]> {
     const wanted = new Set(keys.map((k) => JSON.stringify(k)));
-    const all = await heldSideAggregates(
-      this.db,
-      this.#table,
-      this.#slot,
-      this.#columns.routeBy,
-      this.#columns.key,
-    );
-    return all.filter((k) => wanted.has(JSON.stringify(k)));
+    return (await this.heldAll()).filter((k) => wanted.has(JSON.stringify(k)));
+  }
+  heldAll(): Promise<[string, string][]> {
+    return heldSideAggregates(this.db, this.#table, this.#slot, this.#columns.routeBy, this.#columns.key);
   }
   unhealthyCounts: SweepStore<Row>['unhealthyCounts'] = () =>
     sideUnhealthyCounts(this.db, this.#table, this.#slot);

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import type { OutboxEvent } from '../route/event.ts';
-import { qualified } from '../store/sql-ident.ts';
-import { TIMELINE_SQL } from '../store/timeline.ts';
-import { type FailedRow, OutboxStore, type StreamedRow } from './outbox-store.ts';
+import { type FailedRow, OutboxStore, type StreamedRow } from '../../lifecycle/outbox-store.ts';
+import type { OutboxEvent } from '../../route/event.ts';
+import { qualified } from '../../store/sql-ident.ts';
+import { TIMELINE_SQL } from '../../store/timeline.ts';
 
 /**
  * The Debezium preset's store (--compat debezium): the application's table is Debezium's and is

@@ -1,4 +1,4 @@
-import type { OutboundMessage, OutboxEvent } from '../event.ts';
+import type { OutboundMessage, OutboxEvent } from '../../route/event.ts';
 import { type DebeziumRecord, debeziumRecord, type RouterState, type TableColumn } from './event-router.ts';
 import type { DebeziumRouting } from './event-router-options.ts';
 

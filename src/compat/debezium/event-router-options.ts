@@ -1,3 +1,4 @@
+import type { ColumnsMode } from '../../replication/columns-tuple.ts';
 /**
  * The Debezium preset's options, by their Debezium names: the Outbox Event Router's
  * (`transforms.<name>.…` in a connector's properties, `debezium.transforms.<name>.…` in Debezium
@@ -243,5 +244,16 @@ export function debeziumRouting(input: Readonly<Record<string, string>>): Debezi
     headerConverter: converter(props, 'header', server),
     topicPrefix: props['topic.prefix'] ?? '',
     contextHeaders: bool(props, 'extended.headers.enabled', true),
+  };
+}
+
+/** The columns the stream's decoder takes the pipeline's own fields from. */
+export function columnsModeOf(r: DebeziumRouting): ColumnsMode {
+  return {
+    eventId: r.fieldEventId,
+    key: r.fieldEventKey,
+    routeBy: r.routeByField,
+    type: r.fieldEventType,
+    payload: r.fieldPayload,
   };
 }

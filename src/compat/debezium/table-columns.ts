@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { TableColumn } from '../route/debezium/event-router.ts';
+import type { TableColumn } from './event-router.ts';
 
 /** A table's columns by name: type and NOT NULL, from the catalog (the Debezium preset's schemas). */
 export async function tableColumns(
