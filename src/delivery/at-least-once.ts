@@ -1,8 +1,7 @@
 import type { Config } from '../config/load.ts';
 import type { OutcomeDeps } from '../outcome/outcome.ts';
 import type { Sink } from '../sinks/sink.ts';
-import type { MessageQueue, Pending } from '../stream/message-queue.ts';
-import type { DeliveryMode } from './mode.ts';
+import type { BatchQueue, DeliveryMode, Queued } from './mode.ts';
 
 /**
  * At-least-once (every sink): batches are cut by size alone, regardless of commits; PostgreSQL's
@@ -22,7 +21,7 @@ export class AtLeastOnce implements DeliveryMode {
     return streamPublishes(sink, { stream: true });
   }
 
-  async nextBatch(queue: MessageQueue): Promise<Pending[]> {
+  async nextBatch<T extends Queued>(queue: BatchQueue<T>): Promise<T[]> {
     return queue.take(this.#c.batchSize, this.#c.batchBytes);
   }
 

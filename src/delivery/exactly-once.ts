@@ -7,9 +7,8 @@ import type { RelayMetrics } from '../observability/metrics.ts';
 import type { OutcomeDeps } from '../outcome/outcome.ts';
 import type { ExactlyOnceProgress, Sink } from '../sinks/sink.ts';
 import { currentTimeline, timelineChanged } from '../store/timeline.ts';
-import type { MessageQueue, Pending } from '../stream/message-queue.ts';
 import { streamPublishes } from './at-least-once.ts';
-import type { DeliveryMode, StreamState, TimelineObserver } from './mode.ts';
+import type { BatchQueue, DeliveryMode, Queued, StreamState, TimelineObserver } from './mode.ts';
 
 type EoConfig = Pick<
   Config,
@@ -58,7 +57,7 @@ export class ExactlyOnce implements DeliveryMode {
   }
 
   /** The rest of a transaction may be on its way: a commit wakes the batch waiting for it. */
-  committed(queue: MessageQueue): void {
+  committed(queue: BatchQueue<Queued>): void {
     queue.nudge();
   }
 
@@ -68,7 +67,11 @@ export class ExactlyOnce implements DeliveryMode {
    * never wedges the stream: it is split when reading is paused (nothing more arrives until a
    * batch settles), when stopping, or once it has been waited for OPEN_TRANSACTION_WAIT_MS.
    */
-  async nextBatch(queue: MessageQueue, stream: StreamState, signal: AbortSignal): Promise<Pending[]> {
+  async nextBatch<T extends Queued>(
+    queue: BatchQueue<T>,
+    stream: StreamState,
+    signal: AbortSignal,
+  ): Promise<T[]> {
     const c = this.#c;
     const deadline = performance.now() + OPEN_TRANSACTION_WAIT_MS;
     for (;;) {
@@ -91,7 +94,7 @@ export class ExactlyOnce implements DeliveryMode {
   }
 
   /** PostgreSQL holds these ids now; Kafka's progress record may drop them. */
-  recorded(batch: readonly Pending[]): void {
+  recorded(batch: readonly Queued[]): void {
     this.#eo.recorded(batch.map((p) => p.message.event.id));
   }
 

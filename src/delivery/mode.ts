@@ -2,7 +2,6 @@ import type { RelayError } from '../errors.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import type { OutcomeDeps } from '../outcome/outcome.ts';
 import type { Sink } from '../sinks/sink.ts';
-import type { MessageQueue, Pending } from '../stream/message-queue.ts';
 
 /**
  * How the stream's batches are cut and committed: at-least-once (any sink) or exactly-once
@@ -26,11 +25,11 @@ export interface DeliveryMode {
   /** The sink as the stream publishes through it (its first attempts of the events). */
   streamSink(sink: Sink): OutcomeDeps['sink'];
   /** The next batch to publish (may be empty: the caller waits for more and asks again). */
-  nextBatch(queue: MessageQueue, stream: StreamState, signal: AbortSignal): Promise<Pending[]>;
+  nextBatch<T extends Queued>(queue: BatchQueue<T>, stream: StreamState, signal: AbortSignal): Promise<T[]>;
   /** A PostgreSQL transaction's commit arrived in the stream. */
-  committed(queue: MessageQueue): void;
+  committed(queue: BatchQueue<Queued>): void;
   /** PostgreSQL's progress record now holds these events. */
-  recorded(batch: readonly Pending[]): void;
+  recorded(batch: readonly Queued[]): void;
   /** Before each round's recovery and stream, once the sink has started. */
   sync(store: Pick<OutboxStore, 'db' | 'progress'>): Promise<void>;
   /** The stream started on `timeline` (store/timeline.ts): an error ends the round. */
@@ -50,4 +49,21 @@ export interface StreamState {
 /** Hears the database timelines seen (supervisor/timeline-watch.ts): Kafka's record names one. */
 export interface TimelineObserver {
   observe(key: string): void;
+}
+
+/** An event waiting in the stream's queue (stream/message-queue.ts Pending). */
+export interface Queued {
+  readonly message: { readonly event: { readonly id: string } };
+}
+
+/** The stream's queue as a mode cuts batches from it (stream/message-queue.ts MessageQueue). */
+export interface BatchQueue<T extends Queued> {
+  /** Up to maxCount events and about maxBytes (at least one), in stream order. */
+  take(maxCount: number, maxBytes: number): T[];
+  /** Like take, ending at a PostgreSQL commit unless `split` (MessageQueue.takeTransactions). */
+  takeTransactions(maxCount: number, maxBytes: number, split: boolean): T[];
+  /** Resolves at the next push or nudge, when ms pass, or on abort. */
+  waitForMore(ms: number, signal: AbortSignal): Promise<void>;
+  /** Wakes a waitForMore. */
+  nudge(): void;
 }
