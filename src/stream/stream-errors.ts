@@ -7,7 +7,7 @@ export function classifyStreamError(e: unknown): RelayError {
   if (sqlStateOf(e) === SqlState.OBJECT_IN_USE) {
     return new RelayError(ErrorCode.SLOT_ACTIVE_ELSEWHERE, errorMessage(e), { retriable: true, cause: e });
   }
-  // undefined_object: the slot was dropped under us; the next session's #openSlot recovers it (relay.ts).
+  // undefined_object: the slot was dropped under us; the next round's openSlot recovers it (supervisor/slot-opener.ts).
   return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `replication stream failed: ${errorMessage(e)}`, {
     retriable: true,
     cause: e,
