@@ -3,7 +3,7 @@
 import './heap-tuning.ts';
 import { createRequire } from 'node:module';
 import pg from 'pg';
-import { cutoverTarget, recordCutover } from '../compat/debezium/cutover.ts';
+import { cutoverTarget, describeCutoverPlan, recordCutover } from '../compat/debezium/cutover.ts';
 import { COMMAND_SUMMARY, COMPLETION_HELP, CONFIG_HELP, commandHelp, USAGE } from '../config/help.ts';
 import { type Config, loadConfig, redactUrl, validate } from '../config/load.ts';
 import { type Command, optionsFor, SUBCOMMANDS } from '../config/options.ts';
@@ -250,7 +250,10 @@ async function main(argv: string[]): Promise<number> {
     case 'migrate': {
       const cutover = cutoverTarget(c);
       if (c.dryRun) {
-        const lines = await withClient(c, (client) => planMigration(client, c, cutover));
+        const lines = await withClient(c, async (client) => [
+          ...(await planMigration(client, c)),
+          ...(cutover ? await describeCutoverPlan(client, cutover) : []),
+        ]);
         process.stdout.write(`${lines.join('\n')}\n`);
         return EXIT.OK;
       }

@@ -1,9 +1,11 @@
 import type pg from 'pg';
+import type { OperatorEvents } from '../lifecycle/operator-events.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ColumnsMode } from '../replication/columns-tuple.ts';
 import type { Lsn } from '../replication/lsn.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
+import type { RouteConfig } from '../route/router.ts';
 import type { SweepStore } from '../sweeper/sweep-store.ts';
 
 /**
@@ -70,3 +72,29 @@ export const OUTBOX_STREAM: StreamPreset = {
   columns: null,
   open: async () => ({}),
 };
+
+/** What picks the operator's events: the table, its routing, and the preset with its options. */
+export type OperatorTarget = Pick<RouteConfig, 'topicTemplate' | 'topicOverrides'> & {
+  schema: string;
+  table: string;
+  slot: string;
+  compat?: 'none' | 'debezium';
+  debezium?: Record<string, string>;
+};
+
+/** A preset as the operator commands, `status` and the console see it. */
+export interface OperatorPreset {
+  /** The events they work on: the outbox table's, or a side table's. */
+  readonly events: OperatorEvents;
+  /** The topic an event of this aggregate type is routed to, as the relay routes it; throws when none. */
+  topicOf(aggregateType: string, eventType: string): string;
+  /**
+   * Whether the events live in the preset's own side table (`status` names it; until migrate
+   * created it, `status` shows no counts) rather than the outbox table.
+   */
+  readonly sideTable: boolean;
+  /** What the CLI commands quoted to an operator need beyond ids (` --compat debezium`, or ''). */
+  readonly cliFlags: string;
+  /** Why replay (copies of the table's rows) is not available, or null. */
+  readonly noReplay: string | null;
+}

@@ -1,10 +1,11 @@
 import type pg from 'pg';
 import type { Config } from '../config/load.ts';
+import { debeziumOperator } from './debezium/operator.ts';
 import { debeziumPreset } from './debezium/preset.ts';
-import { outboxPreset } from './outbox.ts';
-import type { RelayPreset } from './preset.ts';
+import { outboxOperator, outboxPreset } from './outbox.ts';
+import type { OperatorPreset, OperatorTarget, RelayPreset } from './preset.ts';
 
-/** The one place --compat is read for the relay's run: the preset module it names. */
+/** The one place --compat is read: the preset module it names, for the relay's run and for operators. */
 const PRESETS: Record<Config['compat'], (c: Config, pool: pg.Pool) => RelayPreset> = {
   none: outboxPreset,
   debezium: debeziumPreset,
@@ -13,4 +14,14 @@ const PRESETS: Record<Config['compat'], (c: Config, pool: pg.Pool) => RelayPrese
 /** The preset the configuration names, over `pool`. */
 export function presetOf(c: Config, pool: pg.Pool): RelayPreset {
   return PRESETS[c.compat](c, pool);
+}
+
+const OPERATOR_PRESETS: Record<Config['compat'], (t: OperatorTarget) => OperatorPreset> = {
+  none: outboxOperator,
+  debezium: debeziumOperator,
+};
+
+/** The preset as the operator commands, `status` and the console see it. */
+export function operatorPresetOf(t: OperatorTarget): OperatorPreset {
+  return OPERATOR_PRESETS[t.compat ?? 'none'](t);
 }

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type pg from 'pg';
+import { operatorPresetOf } from '../compat/presets.ts';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
 import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
@@ -11,7 +12,7 @@ import { RESOLVABLE, STATUSES, UNHEALTHY } from '../lifecycle/statuses.ts';
 import { type RelayView, readSample } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import { describeFilter, parseFilter } from '../ops/event-filter.ts';
-import { operatorEventsOf, resolveEvents, selectTargets, showEvent, topicOfEvents } from '../ops/events.ts';
+import { resolveEvents, selectTargets, showEvent, topicOfEvents } from '../ops/events.ts';
 import { OpsConflictError, OpsInputError } from '../ops/input-error.ts';
 import { audit, type OpsContext } from '../ops/operator.ts';
 import { reasonOf, remedyFor } from '../ops/remedies.ts';
@@ -93,9 +94,9 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
   const log = o.log.child({ component: 'console' });
   const table = qualified(c.schema, c.table);
   // The events of its pages and actions: the outbox table's, or with --compat debezium the side table's.
-  const events = operatorEventsOf(c);
+  const preset = operatorPresetOf(c);
+  const events = preset.events;
   const topicOf = topicOfEvents(c);
-  const debezium = c.compat === 'debezium';
   const pool = createPool({
     connectionString: c.databaseUrl,
     max: 2,
@@ -200,7 +201,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       csrf: sessions.csrfToken(sid!),
       slot: c.slot,
       table: events.table,
-      cliFlags: debezium ? ' --compat debezium' : '',
+      cliFlags: preset.cliFlags,
     });
     const send = (
       status: number,
@@ -246,16 +247,9 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
     });
 
     try {
-      // Replay copies rows of the relay's own table; a Debezium table is the application's.
-      if (debezium && path.startsWith(`${BASE}/replay`))
-        return page(
-          404,
-          messagePage(
-            ctx(),
-            'Not available',
-            'Replay is not available with --compat debezium (the relay never writes the Debezium table). The events that could not be published are under Events.',
-          ),
-        );
+      // Replay copies rows of the relay's own table; a preset's table may be the application's.
+      if (preset.noReplay !== null && path.startsWith(`${BASE}/replay`))
+        return page(404, messagePage(ctx(), 'Not available', preset.noReplay));
       if (req.method === 'POST') {
         const form = await readForm(req);
         switch (path) {

@@ -1,44 +1,28 @@
 import type pg from 'pg';
-import { columnsModeOf, debeziumRouting } from '../compat/debezium/event-router-options.ts';
-import { javaReplaceWhole } from '../compat/debezium/java-regex.ts';
-import { debeziumSideEvents } from '../compat/debezium/side-events.ts';
+import type { OperatorTarget } from '../compat/preset.ts';
+import { operatorPresetOf } from '../compat/presets.ts';
 import type { EventFilter } from '../lifecycle/filter.ts';
-import { type OperatorEvents, outboxEvents } from '../lifecycle/operator-events.ts';
+import type { OperatorEvents } from '../lifecycle/operator-events.ts';
 import type { EventRecord } from '../lifecycle/queries.ts';
 import type { Status } from '../lifecycle/statuses.ts';
-import { type RouteConfig, topicFor } from '../route/router.ts';
-import { qualified } from '../store/sql-ident.ts';
 import { OpsConflictError, OpsInputError } from './input-error.ts';
 import { withClientTransaction } from './transaction.ts';
 
 /** What picks the operator's events: the table, and with --compat debezium the preset's options. */
-export type EventsTarget = Pick<RouteConfig, 'topicTemplate' | 'topicOverrides'> & {
-  schema: string;
-  table: string;
-  slot: string;
-  compat?: 'none' | 'debezium';
-  debezium?: Record<string, string>;
-};
+export type EventsTarget = OperatorTarget;
 
 /**
- * The events operator commands, `status` and the console work on: the outbox table, or with
- * --compat debezium the side table `<table>_relay_failed` of this slot (the application's
- * Debezium table holds no outcome; with insert-then-delete it holds no row at all).
+ * The events operator commands, `status` and the console work on: the preset's
+ * (compat/preset.ts OperatorPreset): the outbox table, or the Debezium preset's side table.
  */
 export function operatorEventsOf(t: EventsTarget): OperatorEvents {
-  if (t.compat !== 'debezium') return outboxEvents(t.schema, t.table);
-  return debeziumSideEvents(
-    qualified(t.schema, `${t.table}_relay_failed`),
-    t.slot,
-    columnsModeOf(debeziumRouting(t.debezium ?? {})),
-  );
+  return operatorPresetOf(t).events;
 }
 
 /** The topic an event of this aggregate type is routed to, as the relay routes it; throws when none. */
 export function topicOfEvents(t: EventsTarget): (aggregateType: string, eventType: string) => string {
-  if (t.compat !== 'debezium') return (aggregateType, eventType) => topicFor({ aggregateType, eventType }, t);
-  const r = debeziumRouting(t.debezium ?? {});
-  return (routedBy) => javaReplaceWhole(routedBy, r.topicRegex, r.topicReplacement);
+  const p = operatorPresetOf(t);
+  return (aggregateType, eventType) => p.topicOf(aggregateType, eventType);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { operatorPresetOf } from '../compat/presets.ts';
 import { errorMessage, isRelayError } from '../errors.ts';
 import type { OperatorEvents } from '../lifecycle/operator-events.ts';
 import { readFailover } from '../replication/failover.ts';
@@ -6,7 +7,7 @@ import { checkDatabase } from '../replication/preflight.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { MIGRATE_HOLDER, readRelayState, relayStateTable } from '../store/relay-state.ts';
 import { readSlot, type SlotReading } from '../sweeper/slot-watch.ts';
-import { type EventsTarget, operatorEventsOf, topicOfEvents } from './events.ts';
+import { type EventsTarget, topicOfEvents } from './events.ts';
 import { reasonOf } from './remedies.ts';
 import {
   type FailingGroup,
@@ -56,7 +57,8 @@ export async function readStatus(
   // The preflight's last check is the slot's: listed once, under the slot.
   if (publicationError === slotError) publicationError = null;
   const relay = await readRelay(db, t);
-  const events = operatorEventsOf(t);
+  const preset = operatorPresetOf(t);
+  const events = preset.events;
   let counts: Record<string, number> = {};
   let oldestPending: number | null = null;
   let oldestFailed: number | null = null;
@@ -66,7 +68,7 @@ export async function readStatus(
   if (!publicationError?.includes('OUTBOX_TABLE_MISSING')) {
     const c = await events.statusCounts(db, { published: o.publishedCount ?? true }).catch((e) => {
       // The preset's side table not migrated yet: the relay line says so (run migrate).
-      if (t.compat === 'debezium' && sqlStateOf(e) === SqlState.UNDEFINED_TABLE) return null;
+      if (preset.sideTable && sqlStateOf(e) === SqlState.UNDEFINED_TABLE) return null;
       throw e;
     });
     if (c) {
@@ -101,7 +103,7 @@ export async function readStatus(
     dead: counts.dead ?? 0,
     parkedAggregates,
     failing,
-    sideTable: t.compat === 'debezium' ? events.table : null,
+    sideTable: preset.sideTable ? events.table : null,
     failover: await readFailoverStatus(db, t),
   };
 }

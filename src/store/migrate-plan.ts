@@ -1,11 +1,9 @@
 import type pg from 'pg';
-import { type CutoverTarget, describeSkipRule, planCutover } from '../compat/debezium/cutover.ts';
 import {
   DEFAULT_PARTITION_INTERVAL,
   DEFAULT_PARTITION_PREMAKE,
   inferInterval,
 } from '../lifecycle/partition-plan.ts';
-import { formatLsn } from '../replication/lsn.ts';
 import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
 import { readPartitioning } from './partitions.ts';
 import { describeNarrowing, publicationDefinition, readPublication } from './publication.ts';
@@ -15,15 +13,10 @@ import { qualified } from './sql-ident.ts';
 /**
  * `migrate --dry-run`: what migrate would do, read without changing anything (no lock, no ledger,
  * no slot): the migrations not applied yet and the tables they create, the publication, the
- * slot, a FOR ALL TABLES publication and what --narrow-publication does to it, and with
- * --debezium-offsets (or --debezium-offsets-topic) the cutover it would record — Debezium's position and the
- * skip rule. A cutover migrate would refuse is refused here with the same error.
+ * slot, and a FOR ALL TABLES publication and what --narrow-publication does to it. The cutover
+ * from Debezium is the preset's to describe (compat/debezium/cutover.ts describeCutoverPlan).
  */
-export async function planMigration(
-  client: pg.ClientBase,
-  t: MigrationTarget,
-  cutover?: CutoverTarget,
-): Promise<string[]> {
+export async function planMigration(client: pg.ClientBase, t: MigrationTarget): Promise<string[]> {
   const lines: string[] = ['dry run: nothing is changed'];
   const ledger = qualified(t.schema, 'outbox_relay_migrations');
   const hasLedger = (await client.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [ledger])).rows[0].ok;
@@ -69,13 +62,6 @@ export async function planMigration(
       slot
         ? `slot ${t.slot}: found, plugin ${slot.plugin}, confirmed_flush_lsn ${slot.confirmed_flush_lsn ?? '(none)'}`
         : `slot ${t.slot}: not found, would be created (pgoutput)`,
-    );
-  }
-  if (cutover) {
-    const p = await planCutover(client, cutover);
-    lines.push(
-      `Debezium's offsets (${p.connector ? `connector ${p.connector}, ` : ''}${p.where}): lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}`,
-      `would record the cutover in ${qualified(t.schema, `${t.table}_relay_cutover`)}: ${describeSkipRule(p)}`,
     );
   }
   return lines;

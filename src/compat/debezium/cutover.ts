@@ -178,6 +178,18 @@ export async function readCutover(
 }
 
 /**
+ * `migrate --dry-run`'s lines for the cutover: Debezium's position and the skip rule it would
+ * record. A cutover migrate would refuse is refused here with the same error.
+ */
+export async function describeCutoverPlan(db: pg.ClientBase, t: CutoverTarget): Promise<string[]> {
+  const p = await planCutover(db, t);
+  return [
+    `Debezium's offsets (${p.connector ? `connector ${p.connector}, ` : ''}${p.where}): lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}`,
+    `would record the cutover in ${cutoverTable(t.schema, t.table)}: ${describeSkipRule(p)}`,
+  ];
+}
+
+/**
  * The cutover of `migrate` from its configuration, or undefined when it has none: the offsets
  * file or topic, the connector's name, its topic.prefix, and the Kafka options for the topic.
  */
