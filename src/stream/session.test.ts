@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { begin, commit } from '../../test/support/pgoutput.ts';
 import { loadConfig } from '../config/load.ts';
+import { AtLeastOnce } from '../delivery/at-least-once.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { OutboxStore } from '../lifecycle/outbox-store.ts';
 import { silentLogger } from '../observability/logger.ts';
@@ -83,6 +84,7 @@ async function startSession(startLsn: Lsn) {
       log,
       metrics: new RelayMetrics(),
       outages: new OutageLog(log),
+      delivery: new AtLeastOnce(config),
     },
     startLsn,
   );

@@ -1,5 +1,6 @@
 import { type EventGate, OUTBOX_STREAM, type PresetSession, type StreamPreset } from '../compat/preset.ts';
 import type { Config } from '../config/load.ts';
+import type { DeliveryMode } from '../delivery/mode.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { sortedRangesCover } from '../lifecycle/id-ranges.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
@@ -7,17 +8,20 @@ import { decideBatch } from '../outcome/decide.ts';
 import type { Outcome, OutcomeDeps } from '../outcome/outcome.ts';
 import { unroutable } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
-import { AckTracker, type TxnEntry } from '../replication/ack-tracker.ts';
+import { AckTracker } from '../replication/ack-tracker.ts';
 import { ReplicationConnection, walStartOf } from '../replication/connection.ts';
 import { OutboxDecoder } from '../replication/decoder.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
 import { sleep } from '../retry/backoff.ts';
 import type { OutboxEvent } from '../route/event.ts';
 import { type RouteConfig, RouteFailure, routeConfigOf, routeEvent } from '../route/router.ts';
-import type { PublishOptions, Sink } from '../sinks/sink.ts';
-import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import type { Sink } from '../sinks/sink.ts';
 import { Heartbeat } from './heartbeat.ts';
 import { MessageQueue, type Pending } from './message-queue.ts';
+import { RecordBehind, settleBatch } from './record-behind.ts';
+import { logStreamStart } from './start-log.ts';
+import { StatusUpdates } from './status-updates.ts';
+import { classifyStreamError, SilenceCheck } from './stream-errors.ts';
 
 /** What a batch's outcome needs (outcome/), and the whole configuration and store. */
 export interface SessionDeps extends OutcomeDeps {
@@ -25,12 +29,11 @@ export interface SessionDeps extends OutcomeDeps {
   /** Serialized (SerializedSink): the sweeper publishes through it too. */
   sink: Sink;
   store: OutboxStore;
+  /** How batches are cut and committed (delivery/mode.ts), chosen at start. */
+  delivery: DeliveryMode;
   /** The table preset's part in the stream (compat/preset.ts); the outbox table's when absent. */
   preset?: StreamPreset;
 }
-
-/** Ends a session on purpose (stop requested). */
-export class SessionStopped extends Error {}
 
 /**
  * One replication session: stream from the slot, route, publish, record progress, confirm.
@@ -57,16 +60,8 @@ export class ReplicationSession {
   #gate: EventGate | null = null;
   readonly #abort = new AbortController();
   #conn: ReplicationConnection | null = null;
-  #received: Lsn;
-  /** The last XLogData message (its bytes and where its pgoutput message starts), not yet in #received. */
-  #lastData: Buffer | null = null;
-  #lastStart = 0;
-  #lastSentFlush: Lsn = -1n;
-  /** performance.now() of the last status update sent; a pending one waits on #confirmTimer. */
-  #lastStatusAt = Number.NEGATIVE_INFINITY;
-  #confirmTimer: NodeJS.Timeout | null = null;
+  readonly #status: StatusUpdates;
   #inflightBytes = 0;
-  #paused = false;
   #warnedOtherTable = false;
   #lastProgressAt = Date.now();
   /** Messages received (data and keepalives): the silence check compares it tick to tick. */
@@ -97,16 +92,11 @@ export class ReplicationSession {
    */
   readonly #outcomesOnRows: ReadonlySet<string>;
 
-  /** deps for deciding batches: exactly-once, the sink's publishes carry the stream's progress. */
+  /** deps for deciding batches: the sink as the delivery mode publishes the stream's batches. */
   readonly #outcomeDeps: OutcomeDeps;
 
-  /**
-   * Exactly-once: a batch (one Kafka transaction) holds whole PostgreSQL transactions
-   * (#takeTransactions); at-least-once takes batches regardless of commits.
-   */
-  readonly #wholeTransactions: boolean;
-  /** Stopping: a transaction still arriving is not waited for. */
-  #draining = false;
+  /** Reading paused (backpressure); stopping (a transaction still arriving is not waited for). */
+  readonly #flow = { paused: false, draining: false };
 
   constructor(
     deps: SessionDeps,
@@ -115,24 +105,12 @@ export class ReplicationSession {
     outcomesOnRows: ReadonlySet<string> = new Set(),
   ) {
     this.#d = deps;
-    const sink = deps.sink;
-    // The stream's own attempts (a destination just found missing is refused without asking
-    // again); exactly-once: its batches join the slot's Kafka progress.
-    const opts: PublishOptions = sink.exactlyOnce ? { progress: true, stream: true } : { stream: true };
-    this.#outcomeDeps = {
-      ...deps,
-      sink: {
-        publish: (b) => sink.publish(b, opts),
-        classify: (e) => sink.classify(e),
-        ...(sink.destinationOf ? { destinationOf: (m) => sink.destinationOf!(m) } : {}),
-      },
-    };
-    this.#wholeTransactions = sink.exactlyOnce !== undefined;
+    this.#outcomeDeps = { ...deps, sink: deps.delivery.streamSink(deps.sink) };
     this.#recorded = recorded;
     this.#outcomesOnRows = outcomesOnRows;
     this.#recorder = new OutcomeRecorder(deps);
     this.#tracker = new AckTracker(startLsn);
-    this.#received = startLsn;
+    this.#status = new StatusUpdates(this.#tracker, deps.metrics, startLsn);
     const c = deps.config;
     this.#preset = deps.preset ?? OUTBOX_STREAM;
     this.#decoder = new OutboxDecoder(c.schema, c.table, this.#preset.columns);
@@ -173,16 +151,11 @@ export class ReplicationSession {
   ): Promise<void> {
     const { config: c, log } = this.#d;
     const conn = await ReplicationConnection.open(c.databaseUrl).catch((e) => {
-      throw new RelayError(
-        ErrorCode.DATABASE_UNAVAILABLE,
-        `replication connection failed: ${errorMessage(e)}`,
-        {
-          retriable: true,
-          cause: e,
-        },
-      );
+      const m = `replication connection failed: ${errorMessage(e)}`;
+      throw new RelayError(ErrorCode.DATABASE_UNAVAILABLE, m, { retriable: true, cause: e });
     });
     this.#conn = conn;
+    this.#status.attach(conn);
     const preset = await this.#preset.open(this.#d.store.db);
     this.#presetSession = preset;
     if (preset.route) this.#route.presetRoute = preset.route;
@@ -198,22 +171,12 @@ export class ReplicationSession {
       {
         onData: (data, start, end) => this.#onData(data, start, end),
         onKeepalive: (end, reply) => this.#onKeepalive(end, reply),
-        onStart: ({ stableBuffers, unconverted, serverVersion, options, binary, timeline }) => {
-          this.#decoder.keepViews = stableBuffers;
-          this.#decoder.checkUtf8 = unconverted;
-          this.#timeline = timeline;
-          onTimeline(timeline);
-          // What this server was asked for: said at every start, so a log shows it per version.
-          const o = Object.fromEntries(options);
-          log.info(
-            {
-              server_version: serverVersion,
-              proto_version: Number(o.proto_version),
-              binary,
-              messages: !!o.messages,
-            },
-            `replication on PostgreSQL ${serverVersion ?? '(version unknown)'}: pgoutput proto_version ${o.proto_version}, ${binary ? 'binary' : 'text'} values${o.messages ? ', logical messages (heartbeats)' : ''}${unconverted ? ', SQL_ASCII unconverted' : ''}`,
-          );
+        onStart: (start) => {
+          this.#decoder.keepViews = start.stableBuffers;
+          this.#decoder.checkUtf8 = start.unconverted;
+          this.#timeline = start.timeline;
+          onTimeline(start.timeline);
+          logStreamStart(log, start);
         },
         // Streaming once the server answered: the slot is active then (before, the relay said
         // 'streaming' — /readyz 200, the console's "active" — while the slot was not yet taken).
@@ -228,10 +191,11 @@ export class ReplicationSession {
     // The periodic update asks for a reply: the server answers with a keepalive carrying its
     // WAL end, which is how an idle outbox lets the slot advance while other tables churn
     // (otherwise keepalives come only every wal_sender_timeout / 2).
-    const silence = { seen: -1, sinceMs: 0 };
+    const silence = new SilenceCheck(c.replicationTimeoutMs, c.statusIntervalMs);
     const timer = setInterval(() => {
-      this.#sendStatus(true);
-      this.#checkSilence(silence);
+      this.#status.send(true);
+      const dead = silence.tick(this.#receivedCount, this.#flow.paused);
+      if (dead) this.fail(dead);
     }, c.statusIntervalMs);
     const publisher = this.#publishLoop();
     publisher.catch(() => {});
@@ -262,7 +226,7 @@ export class ReplicationSession {
       throw classifyStreamError(e);
     } finally {
       clearInterval(timer);
-      if (this.#confirmTimer) clearTimeout(this.#confirmTimer);
+      this.#status.stop();
       await heartbeat.stop();
       this.#abort.abort();
       await publisher.catch(() => {});
@@ -270,36 +234,11 @@ export class ReplicationSession {
     }
   }
 
-  /**
-   * Every status tick asks the server for a reply; a server that sent nothing for
-   * --replication-timeout-ms while the socket was read is gone (a host lost without a reset, as
-   * at a failover), however long TCP would keep the connection: the session ends, as PostgreSQL's
-   * walreceiver does after wal_receiver_timeout. A paused socket is not read: no silence then.
-   */
-  #checkSilence(s: { seen: number; sinceMs: number }): void {
-    const limit = this.#d.config.replicationTimeoutMs;
-    if (limit <= 0) return;
-    const now = performance.now();
-    if (this.#paused || s.seen !== this.#receivedCount) {
-      s.seen = this.#receivedCount;
-      s.sinceMs = now;
-      return;
-    }
-    if (now - s.sinceMs < limit) return;
-    this.fail(
-      new RelayError(
-        ErrorCode.DATABASE_UNAVAILABLE,
-        `the server sent nothing on the replication connection for ${Math.round((now - s.sinceMs) / 1000)} s although asked to reply every ${this.#d.config.statusIntervalMs / 1000} s (--replication-timeout-ms): the connection is taken as dead`,
-        { retriable: true },
-      ),
-    );
-  }
-
   /** Stop reading, let in-flight events settle (bounded), confirm what settled. */
   async #drain(publisher: Promise<void>): Promise<void> {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
-    this.#draining = true;
+    this.#flow.draining = true;
     this.#queue.nudge();
     // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
     // its error ends the relay after the drain.
@@ -326,7 +265,7 @@ export class ReplicationSession {
     }
     this.#abort.abort();
     await publisher.catch(() => {});
-    this.#sendStatus(false);
+    this.#status.send(false);
     log.info({ lsn: formatLsn(this.#tracker.confirmable) }, 'final position confirmed');
     this.#presetSession.end?.(log);
     if (fatal) throw fatal;
@@ -354,9 +293,7 @@ export class ReplicationSession {
 
   #onMessage(data: Buffer, start: number, end: number): void {
     this.#receivedCount++;
-    // The position received is read from the last message only when a status update reports it.
-    this.#lastData = data;
-    this.#lastStart = start;
+    this.#status.sawData(data, start);
     const d = this.#decoder.decode(data, start, end);
     switch (d.kind) {
       case 'begin':
@@ -367,8 +304,8 @@ export class ReplicationSession {
       case 'commit':
         if (this.#gate) for (const e of this.#gate.commit()) this.#onEvent(e);
         this.#tracker.commit(d.endLsn);
-        if (this.#wholeTransactions) this.#queue.nudge();
-        this.#maybeConfirm();
+        this.#d.delivery.committed(this.#queue);
+        this.#status.maybeConfirm();
         return;
       case 'event':
         if (this.#gate) {
@@ -381,7 +318,7 @@ export class ReplicationSession {
         // published. Transactional ones belong to their transaction and are ignored.
         if (!d.transactional) {
           this.#tracker.noteServerPosition(d.lsn);
-          this.#maybeConfirm();
+          this.#status.maybeConfirm();
         }
         return;
       case 'other-table':
@@ -416,95 +353,40 @@ export class ReplicationSession {
 
   #onKeepalive(walEnd: Lsn, replyRequested: boolean): void {
     this.#receivedCount++;
-    if (walEnd > this.#received) this.#received = walEnd;
+    this.#status.sawServerEnd(walEnd);
     this.#tracker.noteServerPosition(walEnd);
-    if (replyRequested) this.#sendStatus(false);
-    else this.#maybeConfirm();
+    if (replyRequested) this.#status.send(false);
+    else this.#status.maybeConfirm();
   }
 
   #applyBackpressure(): void {
     const c = this.#d.config;
     const over = this.#tracker.unsettled >= c.maxInflightEvents || this.#inflightBytes >= c.maxInflightBytes;
-    if (over && !this.#paused) {
-      this.#paused = true;
+    if (over && !this.#flow.paused) {
+      this.#flow.paused = true;
       this.#conn?.pause();
       this.#queue.nudge();
     } else if (
-      this.#paused &&
+      this.#flow.paused &&
       this.#tracker.unsettled <= c.maxInflightEvents / 2 &&
       this.#inflightBytes <= c.maxInflightBytes / 2
     ) {
-      this.#paused = false;
+      this.#flow.paused = false;
       this.#conn?.resume();
-    }
-  }
-
-  /**
-   * Sends the confirmable position if it moved — at most once per CONFIRM_INTERVAL_MS: a live
-   * stream settles a batch per event or two, and a status update per batch was a socket write
-   * (and the server's work to read it) per event. A position held back goes out by a timer.
-   */
-  #maybeConfirm(): void {
-    if (this.#tracker.confirmable === this.#lastSentFlush || this.#confirmTimer) return;
-    const wait = this.#lastStatusAt + CONFIRM_INTERVAL_MS - performance.now();
-    if (wait <= 0) this.#sendStatus(false);
-    else
-      this.#confirmTimer = setTimeout(() => {
-        this.#confirmTimer = null;
-        this.#maybeConfirm();
-      }, wait);
-  }
-
-  #sendStatus(replyRequested: boolean): void {
-    const conn = this.#conn;
-    if (!conn) return;
-    const flush = this.#tracker.confirmable;
-    if (this.#lastData) {
-      const w = walStartOf(this.#lastData, this.#lastStart);
-      if (w > this.#received) this.#received = w;
-      this.#lastData = null;
-    }
-    try {
-      conn.sendStatus(this.#received, flush, replyRequested);
-    } catch {
-      return; // the stream's own error ends the session
-    }
-    this.#lastStatusAt = performance.now();
-    if (flush !== this.#lastSentFlush) {
-      this.#lastSentFlush = flush;
-      this.#d.metrics.confirmedLsn.set(Number(flush));
     }
   }
 
   async #publishLoop(): Promise<void> {
     const c = this.#d.config;
     const signal = this.#abort.signal;
-    /** Published batches whose outcomes wait for the recorder, in stream order. */
-    const published: { batch: Pending[]; outcomes: Outcome[] }[] = [];
-    let recorder: Promise<void> | null = null;
     // Records while the next batches are published; settles only once the record is durable.
-    // Batches published meanwhile are recorded together: one progress statement for all of them.
-    const record = async (): Promise<void> => {
-      // Also when aborted: #recordAndSettle then writes nothing but gives up the batch's decisions.
-      while (published.length > 0) {
-        // Small batches (a live stream's, an event or two each): wait a moment for more, so that
-        // one statement records many. Only the slot's confirmation waits for it (the broker has
-        // the events); not while reading is paused, which only settling lifts.
-        if (!signal.aborted && !this.#paused && eventCount(published) * 2 < c.batchSize)
-          await sleep(PROGRESS_LINGER_MS, signal);
-        const ready = published.splice(0, published.length);
-        const batch = ready.length === 1 ? ready[0]!.batch : ready.flatMap((r) => r.batch);
-        const outcomes = ready.length === 1 ? ready[0]!.outcomes : ready.flatMap((r) => r.outcomes);
-        await this.#recordAndSettle(batch, outcomes, signal);
-      }
-      recorder = null;
-    };
-    // A recorder that cannot go on (the timeline changed under it) ends the session with its error.
-    const recordOrFail = () =>
-      record().catch((e: unknown) => {
-        recorder = null;
-        this.fail(isRelayError(e) ? e : classifyStreamError(e));
-      });
+    const behind = new RecordBehind({
+      batchSize: c.batchSize,
+      signal,
+      paused: () => this.#flow.paused,
+      record: (batch, outcomes) => this.#recordAndSettle(batch, outcomes, signal),
+      fail: (e) => this.fail(isRelayError(e) ? e : classifyStreamError(e)),
+    });
     let busy = false;
     while (!signal.aborted) {
       // Woken by the next push or by the abort: no timer per wait (a live stream waits per commit).
@@ -515,114 +397,34 @@ export class ReplicationSession {
       // for lingerMs); while the stream is busy — the last batch was at least half full — wait up
       // to lingerMs for a full one. Never while reading is paused (nothing more comes until this
       // one settles). Batches also fill by themselves while one is in flight.
-      if (busy && c.lingerMs > 0 && !this.#paused) await this.#queue.wait(c.batchSize, c.lingerMs, signal);
-      const batch = this.#wholeTransactions
-        ? await this.#takeTransactions(signal)
-        : this.#queue.take(c.batchSize, c.batchBytes);
+      if (busy && c.lingerMs > 0 && !this.#flow.paused)
+        await this.#queue.wait(c.batchSize, c.lingerMs, signal);
+      const batch = await this.#d.delivery.nextBatch(this.#queue, this.#flow, signal);
       if (batch.length === 0) continue;
       busy = batch.length * 2 >= c.batchSize || batchBytes(batch) * 2 >= c.batchBytes;
       const outcomes = await decideBatch(this.#outcomeDeps, batch, signal);
       if (!outcomes) break;
       this.#lastProgressAt = Date.now();
-      published.push({ batch, outcomes });
-      recorder ??= recordOrFail();
+      behind.push(batch, outcomes);
     }
-    await recorder;
-  }
-
-  /**
-   * Exactly-once: the next batch, of whole PostgreSQL transactions (MessageQueue.takeTransactions).
-   * A transaction still arriving is waited for — its commit, or enough of it to fill a batch —
-   * but never wedges the stream: it is split when reading is paused (nothing more arrives until a
-   * batch settles), when stopping, or once it has been waited for OPEN_TRANSACTION_WAIT_MS.
-   */
-  async #takeTransactions(signal: AbortSignal): Promise<Pending[]> {
-    const c = this.#d.config;
-    const deadline = performance.now() + OPEN_TRANSACTION_WAIT_MS;
-    for (;;) {
-      const late = performance.now() >= deadline;
-      const split = late || this.#paused || this.#draining;
-      // One Kafka transaction of up to --kafka-transaction-batches batches (the sink sends each
-      // batch's worth as one produce request inside it), and at most half the in-flight window:
-      // the next transaction is read while this one is in flight (a transaction filling the
-      // window would pause reading, and the next one would be only what fitted beside it).
-      const k = c.kafkaTransactionBatches;
-      const size = Math.max(c.batchSize, Math.min(c.batchSize * k, Math.floor(c.maxInflightEvents / 2)));
-      const bytes = Math.max(c.batchBytes, Math.min(c.batchBytes * k, Math.floor(c.maxInflightBytes / 2)));
-      const batch = this.#queue.takeTransactions(size, bytes, split);
-      if (batch.length > 0 || split || signal.aborted) return batch;
-      await this.#queue.waitForMore(deadline - performance.now(), signal);
-      // The timer can fire before data already on the socket is read (a stalled event loop runs
-      // timers first): one turn of the loop reads it before the transaction is called late.
-      if (performance.now() >= deadline) await new Promise((r) => setImmediate(r));
-    }
+    await behind.done();
   }
 
   /** Records the batch's outcomes (outcome/record.ts), then settles it: only what is durable is confirmed. */
   async #recordAndSettle(batch: Pending[], outcomes: Outcome[], signal: AbortSignal): Promise<void> {
     // The timeline is known before any event arrives (onStart precedes START_REPLICATION).
     if (!(await this.#recorder.record(batch, outcomes, signal, this.#timeline!))) return; // aborted: nothing of this batch settles
-    // Exactly-once: PostgreSQL holds these ids now; Kafka's progress record may drop them.
-    this.#d.sink.exactlyOnce?.recorded(batch.map((p) => p.message.event.id));
-    // A transaction's events are settled together (they are consecutive in a batch).
-    let txn: TxnEntry | null = null;
-    let ofTxn = 0;
-    for (let i = 0; i < batch.length; i++) {
-      const p = batch[i]!;
-      if (p.txn !== txn) {
-        if (txn) this.#tracker.settle(txn, ofTxn);
-        txn = p.txn;
-        ofTxn = 0;
-      }
-      ofTxn++;
-      this.#inflightBytes -= p.message.bytes;
-    }
-    if (txn) this.#tracker.settle(txn, ofTxn);
+    this.#d.delivery.recorded(batch);
+    this.#inflightBytes -= settleBatch(this.#tracker, batch);
     // Updated per settled batch, not per decoded event (the per-event path stays lean).
     this.#d.metrics.inflightEvents.set(this.#tracker.unsettled);
     this.#applyBackpressure();
-    this.#maybeConfirm();
+    this.#status.maybeConfirm();
   }
 }
-
-function eventCount(batches: readonly { batch: readonly Pending[] }[]): number {
-  let n = 0;
-  for (const b of batches) n += b.batch.length;
-  return n;
-}
-
-/**
- * How long the recorder waits for more small batches before it writes their progress, and the
- * shortest time between two status updates: at 2,000 single-row commits/s, one progress
- * statement and one status update per 20 events instead of per event. The slot is confirmed at
- * most this much later; nothing reaches the broker later.
- */
-const PROGRESS_LINGER_MS = 10;
-const CONFIRM_INTERVAL_MS = 10;
-
-/**
- * Exactly-once: how long a batch waits for the rest of a PostgreSQL transaction whose first
- * events arrived (its commit, or enough events to fill the batch) before that part goes out as a
- * Kafka transaction of its own. pgoutput sends a transaction only once it committed, so the rest
- * is normally milliseconds behind; only the server's decoding of a large transaction with other
- * tables' changes between its outbox rows takes longer.
- */
-const OPEN_TRANSACTION_WAIT_MS = 1000;
 
 function batchBytes(batch: readonly Pending[]): number {
   let n = 0;
   for (const p of batch) n += p.message.bytes;
   return n;
-}
-
-function classifyStreamError(e: unknown): RelayError {
-  // object_in_use: the slot is active for another PID (another relay took it).
-  if (sqlStateOf(e) === SqlState.OBJECT_IN_USE) {
-    return new RelayError(ErrorCode.SLOT_ACTIVE_ELSEWHERE, errorMessage(e), { retriable: true, cause: e });
-  }
-  // undefined_object: the slot was dropped under us; the next session's #openSlot recovers it (relay.ts).
-  return new RelayError(ErrorCode.DATABASE_UNAVAILABLE, `replication stream failed: ${errorMessage(e)}`, {
-    retriable: true,
-    cause: e,
-  });
 }

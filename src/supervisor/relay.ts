@@ -1,23 +1,17 @@
 import type pg from 'pg';
 import { presetOf } from '../compat/presets.ts';
 import type { Config } from '../config/load.ts';
+import { deliveryModeOf } from '../delivery/choose.ts';
+import type { DeliveryMode } from '../delivery/mode.ts';
 import { ErrorCode, errorMessage, isRelayError, RelayError } from '../errors.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
 import { parseIdRanges } from '../lifecycle/id-ranges.ts';
-import type { OutboxStore } from '../lifecycle/outbox-store.ts';
-import {
-  markRecovery,
-  outcomesOnRows,
-  pendingRecovery,
-  readProgress,
-  recordProgressRanges,
-} from '../lifecycle/progress.ts';
+import { outcomesOnRows, readProgress } from '../lifecycle/progress.ts';
 import type { Logger } from '../observability/logger.ts';
 import { RelayMetrics, type RelayState } from '../observability/metrics.ts';
 import { createBatchTracer } from '../observability/tracing.ts';
-import { failoverSlotsPossible, turnOnSlotFailover } from '../replication/failover.ts';
 import { formatLsn, type Lsn } from '../replication/lsn.ts';
-import { checkDatabase, checkSlot, ensureSlot } from '../replication/preflight.ts';
+import { checkDatabase } from '../replication/preflight.ts';
 import { privilegeError } from '../replication/privileges.ts';
 import { backoffDelay, sleep } from '../retry/backoff.ts';
 import { OutageLog } from '../retry/outage-log.ts';
@@ -27,15 +21,14 @@ import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
-import { dropSlotOfThisDatabase } from '../store/slots.ts';
-import { currentTimeline, timelineChanged } from '../store/timeline.ts';
-import { ReplicationSession } from '../stream/session.ts';
+import { ReplicationSession, type SessionDeps } from '../stream/session.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
+import { Components, SinkComponent } from './components.ts';
 import { LeaderLock, lockKeyText } from './leader-lock.ts';
 import { canBePoison, describePoison, POISON_REPEATS, type Poison, PoisonDetector } from './poison.ts';
-import { publishUnrecorded } from './slot-recovery.ts';
+import { type OpenedSlot, SlotOpener } from './slot-opener.ts';
 import { StateRecorder } from './state-recorder.ts';
-import { startTimeline, TimelineWatch } from './timeline-watch.ts';
+import { TimelineWatch } from './timeline-watch.ts';
 
 export interface RelayOptions {
   config: Config;
@@ -148,23 +141,29 @@ export class Relay {
   #attempt = 0;
   #recorder: StateRecorder | null = null;
   #blocked: BlockedAggregates | null = null;
-  /** This process has opened the slot before: finding it missing later means it was dropped. */
-  #slotSeen = false;
+  /** The slot, opened at every round, and its recovery. */
+  readonly #slots: SlotOpener;
+  /** The current round: the leader lock it took (lost: the round ends), its slot, whether it streamed. */
+  #round: { lost: AbortSignal | null; slot: OpenedSlot | null; streamed: boolean } = {
+    lost: null,
+    slot: null,
+    streamed: false,
+  };
+  /** Sessions run so far (each after the first is a reconnect). */
+  #sessions = 0;
   readonly #timelines: TimelineWatch;
-  /** Exactly-once: the timeline Kafka's progress was synced on this round (#syncKafkaProgress). */
-  #syncedOn: string | null = null;
-  /** invalidation_reason of the slot #openSlot found lost, for #recover's log lines. */
-  #lostReason: string | null = null;
+  /** How batches are cut and committed (delivery/mode.ts): chosen here, once. */
+  readonly #delivery: DeliveryMode;
 
   constructor(o: RelayOptions) {
     this.#c = o.config;
     this.#sink = new SerializedSink(o.sink);
     this.#log = o.log.child({ slot: o.config.slot });
     this.metrics = o.metrics ?? new RelayMetrics();
-    const eo = this.#sink.exactlyOnce;
-    if (eo) this.metrics.watchExactlyOnce(() => eo.counts());
     this.#outages = new OutageLog(this.#log);
     this.#timelines = new TimelineWatch(this.#log, this.metrics);
+    this.#delivery = deliveryModeOf(this.#c, this.#sink, this.#log, this.metrics, this.#timelines);
+    this.#slots = new SlotOpener(this.#c, this.#log, this.metrics, this.#timelines, this.#stop.signal);
   }
 
   /** Aggregates the stream holds back in strict ordering (an earlier event failed, dead or parked). */
@@ -290,27 +289,67 @@ export class Relay {
     if (this.#state === 'waiting' && this.#session) this.#setState('streaming');
   }
 
+  /**
+   * The relay's loop: one round after another until stopped. A round starts the components in
+   * order (#components): the database pool, the preflight and leader lock, the relay-state row,
+   * the slot, the sink, the delivery mode's sync, the blocked aggregates, the slot's recovery,
+   * then the stream (with the sweeper) until it ends. A failed round waits (#roundFailed) and the
+   * next one starts them again; at the end they stop in reverse order.
+   */
   async #run(): Promise<void> {
-    const c = this.#c;
     const stop = this.#stop.signal;
-    const pool = createPool({
-      connectionString: c.databaseUrl,
-      max: 3,
-      application_name: 'pg-outbox-relay',
-    });
+    const components = await this.#components();
+    const ticker = setInterval(() => this.#tick(), 1000);
+    this.#setState('starting');
+    try {
+      while (!stop.aborted) {
+        this.#round = { lost: null, slot: null, streamed: false };
+        const round = this.#round;
+        try {
+          // A round ends early when stopped or when the leader lock it took is lost.
+          await components.start(() => stop.aborted || round.lost?.aborted === true);
+        } catch (err) {
+          await this.#roundFailed(err, round.streamed);
+        }
+      }
+    } finally {
+      clearInterval(ticker);
+      this.#setState('stopping');
+      await this.#recorder?.flush();
+      await components.stop();
+    }
+  }
+
+  /** The relay's components, in start order (the stop order is the reverse). */
+  async #components(): Promise<Components> {
+    const c = this.#c;
+    const pool = createPool({ connectionString: c.databaseUrl, max: 3, application_name: 'pg-outbox-relay' });
     // The table preset (compat/): the outbox table, or Debezium's, whose failures go to a side table.
     const preset = presetOf(c, pool);
     const store = preset.store;
     const blocked = new BlockedAggregates();
     this.#blocked = blocked;
-    const tracer = await createBatchTracer();
-    // What the stream and the sweeper share; each session adds its own outage log and tracer.
-    const shared = { config: c, sink: this.#sink, store, blocked, log: this.#log, metrics: this.metrics };
+    // What the stream, the recovery and the sweeper share.
+    const deps = {
+      config: c,
+      sink: this.#sink,
+      store,
+      blocked,
+      log: this.#log,
+      metrics: this.metrics,
+      outages: this.#outages,
+      tracer: await createBatchTracer(),
+      delivery: this.#delivery,
+    };
     // A fatal finding of the sweeper (the slot was invalidated) ends the session, then the relay.
     // The sweeper works over the preset's failed rows (the outbox table's, or a side table's).
     const sweeper = new Sweeper({
-      ...shared,
+      config: c,
+      sink: this.#sink,
       store: preset.sweepStore,
+      blocked,
+      log: this.#log,
+      metrics: this.metrics,
       onFatal: (e) => this.#session?.fail(e),
     });
     const lock = new LeaderLock({
@@ -318,7 +357,76 @@ export class Relay {
       slot: c.slot,
       checkIntervalMs: c.standbyPollMs,
     });
-    this.#recorder = new StateRecorder({
+    const recorder = this.#stateRecorder(pool, lock);
+    this.#recorder = recorder;
+    const round = () => this.#round;
+    return new Components(
+      [
+        { name: 'database pool', start: async () => {}, stop: () => pool.end().catch(() => {}) },
+        {
+          name: 'leader lock',
+          // Database checks, privileges included (a standby fails fast on them too), then the lock.
+          start: async () => {
+            await this.#preflight(pool, lock);
+            round().lost = lock.lost;
+          },
+          stop: () => lock.release(),
+        },
+        {
+          name: 'relay-state row',
+          start: async () => {},
+          stop: async () => {
+            this.#setState('stopped');
+            await recorder.flush();
+            this.#recorder = null;
+          },
+        },
+        // Only now, with every check passed (nothing left that ends the relay), the slot:
+        // created as early as that, so no event committed meanwhile is missed.
+        {
+          name: 'slot',
+          start: async () => {
+            round().slot = await this.#slots.openSlot(pool, store);
+          },
+        },
+        new SinkComponent(this.#sink, this.#outages, this.metrics),
+        // Exactly-once: what Kafka committed (read after fencing older producers) joins
+        // PostgreSQL's progress record before anything is streamed or recovered.
+        { name: 'delivery mode', start: () => this.#delivery.sync(store) },
+        {
+          name: 'blocked aggregates',
+          // Which aggregates are blocked survives restarts where the preset keeps failures (the
+          // table, or a side table): without it a later event of a failed aggregate would be
+          // published before the failed one (strict ordering).
+          start: async () => blocked.replace(await preset.sweepStore.heldAll()),
+        },
+        {
+          name: 'slot recovery',
+          // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
+          // stream — committed before it existed and recorded nowhere — come from the table. A
+          // preset without a progress record has no table to recover from (the events may exist
+          // only in the WAL). Stopped meanwhile: the round ends (the mark stays; the next start
+          // repeats the pass).
+          start: async () => {
+            const recovery = round().slot!.recovery;
+            if (preset.progressRecord && recovery) await this.#slots.recover(recovery, deps);
+          },
+        },
+        {
+          name: 'stream',
+          start: () => this.#stream({ ...deps, preset: preset.stream }, preset.progressRecord, sweeper, lock),
+        },
+        // Stopped after every round's stream already; here only in case the stream never ran.
+        { name: 'sweeper', start: async () => {}, stop: () => sweeper.stop() },
+      ],
+      this.#log,
+    );
+  }
+
+  /** The relay-state row's writer (state-recorder.ts): the lock holder only writes it. */
+  #stateRecorder(pool: pg.Pool, lock: LeaderLock): StateRecorder {
+    const c = this.#c;
+    return new StateRecorder({
       db: pool,
       stateTable: relayStateTable(c.schema, c.table),
       slot: c.slot,
@@ -338,239 +446,144 @@ export class Relay {
         };
       },
     });
-    const ticker = setInterval(() => this.#tick(), 1000);
-    let sinkStarted = false;
-    let sessions = 0;
-    this.#setState('starting');
-    try {
-      while (!stop.aborted) {
-        let streamed = false;
-        try {
-          await this.#preflight(pool, lock);
-          // Only now, with every check passed (nothing left that ends the relay), the slot:
-          // created as early as that, so no event committed meanwhile is missed.
-          const slot = await this.#openSlot(pool, store);
-          if (!sinkStarted) {
-            await this.#sink.start().catch((e) => {
-              // --kafka-topics verify found topics missing: the relay's own verdict, it ends the relay (exit 78).
-              if (e instanceof RelayError && e.code === ErrorCode.KAFKA_TOPICS_NOT_READY) throw e;
-              // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
-              // about any event: nothing is failed, the relay waits and retries.
-              const cls = this.#sink.classify(e);
-              throw new RelayError(
-                ErrorCode.BROKER_UNAVAILABLE,
-                `cannot start the ${this.#sink.name} sink: ${cls.reason}: ${cls.message}`,
-                { retriable: true, cause: e },
-              );
-            });
-            sinkStarted = true;
-            this.#outages.recovered('broker');
-            this.metrics.brokerOutage.set(0);
-          }
-          if (stop.aborted) break;
-          if (lock.lost.aborted) continue;
-          // Exactly-once: what Kafka committed (read after fencing older producers) joins
-          // PostgreSQL's progress record before anything is streamed or recovered.
-          if (this.#sink.exactlyOnce) await this.#syncKafkaProgress(pool, store);
-          // Which aggregates are blocked survives restarts where the preset keeps failures (the
-          // table, or a side table): without it a later event of a failed aggregate would be
-          // published before the failed one (strict ordering).
-          blocked.replace(await preset.sweepStore.heldAll());
-          // A slot this relay had to create (lost, dropped, or never there): the rows it cannot
-          // stream — committed before it existed and recorded nowhere — come from the table.
-          const outcomeDeps = { ...shared, outages: this.#outages, tracer };
-          // A preset without a progress record has no table to recover from (the events may exist only in the WAL).
-          if (preset.progressRecord && slot.recovery && !(await this.#recover(slot.recovery, outcomeDeps)))
-            break;
-          // Rows the progress record covers are settled: the stream skips them (after a recovery,
-          // rows the table pass published; after a crash, rows recorded but not yet confirmed).
-          // Rows whose failure is on the row but not in the record (a crash between the two) are
-          // the sweeper's: the stream skips them too.
-          const recorded = preset.progressRecord ? await readProgress(pool, store.progress, c.slot) : null;
-          const onRows = preset.progressRecord
-            ? await outcomesOnRows(pool, store.table, store.progress, c.slot)
-            : new Set<string>();
-          const session = new ReplicationSession(
-            { ...outcomeDeps, preset: preset.stream },
-            slot.confirmedFlushLsn,
-            recorded ? parseIdRanges(recorded) : [],
-            onRows,
-          );
-          this.#session = session;
-          this.#current = {
-            startLsn: slot.confirmedFlushLsn,
-            startedAt: Date.now(),
-            progressed: false,
-            confirmed: slot.confirmedFlushLsn,
-            published: session.lastProgressAt,
-          };
-          // An operator moved the slot past the poison position: it is behind us.
-          const p = this.#poison.poison;
-          if (p && p.confirmedLsn !== formatLsn(slot.confirmedFlushLsn))
-            this.#clearPoison(`the slot now starts at ${formatLsn(slot.confirmedFlushLsn)}`);
-          if (sessions++ > 0) this.metrics.replicationReconnects.inc();
-          // Losing the lock ends the session (drained like a stop) and the sweeper at once: from
-          // then on another relay may take the lock, and it must never find this one active.
-          const lost = lock.lost;
-          const onLost = () => {
-            this.#log.warn({ err: errorMessage(lost.reason) }, 'leader lock lost; stopping the stream');
-            this.#setState('waiting', errorMessage(lost.reason), 'database');
-            void sweeper.stop();
-          };
-          lost.addEventListener('abort', onLost, { once: true });
-          try {
-            await session.run(
-              AbortSignal.any([stop, lost]),
-              () => {
-                if (lost.aborted) return;
-                streamed = true;
-                // While poisoned the state stays 'waiting' until the position is passed (#tick).
-                if (!this.#poison.poison) this.#setState('streaming');
-                // Only the leader sweeps: a standby never retries, prunes or releases.
-                sweeper.start();
-              },
-              (timeline) => {
-                this.#timelines.observe(timeline);
-                // Exactly-once: Kafka's progress was synced on another timeline (a promotion in
-                // between): this round's ids would be taken for the old one's. Start over.
-                const eo = this.#sink.exactlyOnce;
-                if (eo && this.#syncedOn !== timeline)
-                  session.fail(timelineChanged(this.#syncedOn ?? 'unknown', timeline, 0));
-                eo?.timeline(timeline);
-              },
-            );
-          } finally {
-            lost.removeEventListener('abort', onLost);
-            await sweeper.stop();
-          }
-          this.#lastConfirmed = session.confirmedLsn;
-          this.#session = null;
-          this.#current = null;
-        } catch (err) {
-          const session = this.#session;
-          if (session) this.#lastConfirmed = session.confirmedLsn;
-          this.#tick(); // the session's last progress counts before it is judged
-          // Poison is judged by the position alone (a long catch-up before the error is no progress).
-          const moved =
-            session !== null && this.#current !== null && session.confirmedLsn > this.#current.startLsn;
-          this.#session = null;
-          this.#current = null;
-          const e = toRelayError(err);
-          if (stop.aborted) break;
-          if (e.code === ErrorCode.TIMELINE_CHANGED) {
-            // A promotion: not an outage; the next round starts from the new primary's state
-            // (after the usual back-off, which only a healthy session resets: never a hot loop).
-            this.#timelines.dropped(e);
-            await sleep(backoffDelay(outagePolicy(c), ++this.#attempt), stop);
-            continue;
-          }
-          // Exactly-once: fenced while the session ended for another reason (a zombie resumed
-          // after a takeover sees its database sessions terminated too, often first): it exits 75
-          // rather than wait as a standby whose producer can never publish again.
-          const fenced = this.#sink.exactlyOnce?.fenced();
-          if (fenced) throw fenced;
-          // Lost while streaming (the sweeper saw wal_status = lost): the next round recovers it.
-          if (e.code === ErrorCode.SLOT_INVALIDATED && c.slotRecovery) {
-            this.#log.warn({ err: e.message }, 'replication slot lost while streaming; recovering it');
-            continue;
-          }
-          if (!e.retriable) throw e;
-          if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
-            if (this.#state !== 'standby')
-              this.#log.info(
-                { err: e.message },
-                'standby: another process is active on the slot; taking over when it stops',
-              );
-            this.#setState('standby', e.message);
-            await sleep(c.standbyPollMs, stop);
-            continue;
-          }
-          this.#attempt++;
-          const poison = session && streamed && !moved ? this.#countPoison(e, session) : null;
-          const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
-          this.#outages.failed(dependency, e.code, e.message);
-          if (dependency === 'broker') this.metrics.brokerOutage.set(1);
-          this.metrics.transientErrors.inc({ dependency, reason: e.code });
-          if (poison) {
-            this.#setState('waiting', describePoison(poison), dependency);
-            // Retrying cannot help until an operator acts: the longest back-off, no jitter needed.
-            await sleep(c.retryMaxMs, stop);
-            continue;
-          }
-          this.#setState('waiting', e.message, dependency);
-          // Not retryUntilAborted: each round of this loop decides anew (standby, poison, lost
-          // slot, back-off reset by progress); it waits with the same outage policy.
-          await sleep(backoffDelay(outagePolicy(c), this.#attempt), stop);
-        }
-      }
-    } finally {
-      clearInterval(ticker);
-      this.#setState('stopping');
-      await this.#recorder.flush();
-      if (sinkStarted)
-        await this.#sink.stop().catch((e) => this.#log.warn({ err: errorMessage(e) }, 'sink stop failed'));
-      this.#setState('stopped');
-      await this.#recorder.flush();
-      this.#recorder = null;
-      await lock.release();
-      await pool.end().catch(() => {});
-    }
   }
 
   /**
-   * Exactly-once: Kafka's latest committed progress record (the ids of every transaction this
-   * slot committed that PostgreSQL may not have recorded: a crash or a fencing between the Kafka
-   * commit and the progress statement) is added to PostgreSQL's record, so the stream skips those
-   * events. Kafka's record can then forget them. A record another relay wrote since this one's
-   * last commit ends the relay (PRODUCER_FENCED).
+   * One replication session from the round's slot, until stopped (drained), the leader lock is
+   * lost (drained like a stop), or the stream fails (thrown). The sweeper runs while it streams.
    */
-  async #syncKafkaProgress(pool: pg.Pool, store: OutboxStore): Promise<void> {
-    const eo = this.#sink.exactlyOnce!;
-    // Before Kafka's record is read: its ids are recorded only on this timeline (store/timeline.ts).
-    const on = await currentTimeline(pool);
-    this.#syncedOn = on;
-    eo.timeline(on);
-    const committed = await eo.committed().catch((e: unknown) => {
-      if (isRelayError(e) && !e.retriable) throw e;
-      throw new RelayError(
-        ErrorCode.BROKER_UNAVAILABLE,
-        `cannot read the exactly-once progress topic: ${errorMessage(e)}`,
-        { retriable: true, cause: e },
+  async #stream(
+    deps: SessionDeps,
+    progressRecord: boolean,
+    sweeper: Sweeper,
+    lock: LeaderLock,
+  ): Promise<void> {
+    const c = this.#c;
+    const round = this.#round;
+    const slot = round.slot!;
+    // Rows the progress record covers are settled: the stream skips them (after a recovery,
+    // rows the table pass published; after a crash, rows recorded but not yet confirmed).
+    // Rows whose failure is on the row but not in the record (a crash between the two) are
+    // the sweeper's: the stream skips them too.
+    const { store } = deps;
+    const pool = store.db;
+    const recorded = progressRecord ? await readProgress(pool, store.progress, c.slot) : null;
+    const onRows = progressRecord
+      ? await outcomesOnRows(pool, store.table, store.progress, c.slot)
+      : new Set<string>();
+    const session = new ReplicationSession(
+      deps,
+      slot.confirmedFlushLsn,
+      recorded ? parseIdRanges(recorded) : [],
+      onRows,
+    );
+    this.#session = session;
+    this.#current = {
+      startLsn: slot.confirmedFlushLsn,
+      startedAt: Date.now(),
+      progressed: false,
+      confirmed: slot.confirmedFlushLsn,
+      published: session.lastProgressAt,
+    };
+    // An operator moved the slot past the poison position: it is behind us.
+    const p = this.#poison.poison;
+    if (p && p.confirmedLsn !== formatLsn(slot.confirmedFlushLsn))
+      this.#clearPoison(`the slot now starts at ${formatLsn(slot.confirmedFlushLsn)}`);
+    if (this.#sessions++ > 0) this.metrics.replicationReconnects.inc();
+    // Losing the lock ends the session (drained like a stop) and the sweeper at once: from
+    // then on another relay may take the lock, and it must never find this one active.
+    const lost = lock.lost;
+    const onLost = () => {
+      this.#log.warn({ err: errorMessage(lost.reason) }, 'leader lock lost; stopping the stream');
+      this.#setState('waiting', errorMessage(lost.reason), 'database');
+      void sweeper.stop();
+    };
+    lost.addEventListener('abort', onLost, { once: true });
+    try {
+      await session.run(
+        AbortSignal.any([this.#stop.signal, lost]),
+        () => {
+          if (lost.aborted) return;
+          round.streamed = true;
+          // While poisoned the state stays 'waiting' until the position is passed (#tick).
+          if (!this.#poison.poison) this.#setState('streaming');
+          // Only the leader sweeps: a standby never retries, prunes or releases.
+          sweeper.start();
+        },
+        (timeline) => {
+          this.#timelines.observe(timeline);
+          const changed = this.#delivery.streamStarted(timeline);
+          if (changed) session.fail(changed);
+        },
       );
-    });
-    const ranges = committed.published;
-    if (committed.timeline !== null && committed.timeline !== on) {
-      // A promotion since Kafka's last commit: its ids name rows of the old primary, some of
-      // which the new one reuses for other rows. Not recorded: the new primary's own record and
-      // the table recovery decide (those events may be published again: duplicates).
-      // Seen already when the slot was opened (in-process, or the progress record's stored key).
-      if (this.#timelines.current === null) this.#timelines.observe(committed.timeline);
-      this.#timelines.observe(on);
-      this.#log.warn(
-        { kafkaTimeline: committed.timeline, timeline: on, published: ranges.slice(0, 200) },
-        "exactly-once: Kafka's committed progress was written on another database timeline (a promotion): its ids are not added to this primary's progress record; events of it that this primary has are published again (duplicates for a read_committed consumer)",
-      );
-    } else if (ranges === '{}') {
-      // Right at a first start; after one, the progress topic was deleted (or is another cluster).
-      const recorded = await readProgress(pool, store.progress, this.#c.slot);
-      if (recorded && recorded !== '{}')
-        this.#log.warn(
-          { topic: this.#c.kafkaProgressTopic },
-          "exactly-once: Kafka holds no committed progress for this slot although it published before (the progress topic was deleted, or the brokers are another cluster): PostgreSQL's progress record alone says what was published, and events committed to Kafka but not yet recorded there are sent again (at-least-once for them)",
-        );
-    } else {
-      const n = await recordProgressRanges(pool, store.progress, this.#c.slot, ranges, on);
-      if (n !== 1) {
-        const now = await currentTimeline(pool);
-        if (now !== on) throw timelineChanged(on, now, 0);
-        throw new Error(`the progress record of slot ${this.#c.slot} was not written (${n} rows)`);
-      }
-      this.#log.info(
-        { published: ranges.length > 200 ? `${ranges.slice(0, 200)}…` : ranges },
-        "Kafka's committed progress added to the progress record",
-      );
+    } finally {
+      lost.removeEventListener('abort', onLost);
+      await sweeper.stop();
     }
-    eo.recorded('all');
+    this.#lastConfirmed = session.confirmedLsn;
+    this.#session = null;
+    this.#current = null;
+  }
+
+  /**
+   * A round failed: decides what comes next — the next round after the right wait (a promotion,
+   * standby, a lost slot to recover, back-off, a poison position), or the relay's end (thrown:
+   * a fatal error, or exactly-once fenced).
+   */
+  async #roundFailed(err: unknown, streamed: boolean): Promise<void> {
+    const c = this.#c;
+    const stop = this.#stop.signal;
+    const session = this.#session;
+    if (session) this.#lastConfirmed = session.confirmedLsn;
+    this.#tick(); // the session's last progress counts before it is judged
+    // Poison is judged by the position alone (a long catch-up before the error is no progress).
+    const moved = session !== null && this.#current !== null && session.confirmedLsn > this.#current.startLsn;
+    this.#session = null;
+    this.#current = null;
+    const e = toRelayError(err);
+    if (stop.aborted) return;
+    if (e.code === ErrorCode.TIMELINE_CHANGED) {
+      // A promotion: not an outage; the next round starts from the new primary's state
+      // (after the usual back-off, which only a healthy session resets: never a hot loop).
+      this.#timelines.dropped(e);
+      await sleep(backoffDelay(outagePolicy(c), ++this.#attempt), stop);
+      return;
+    }
+    // Exactly-once: fenced while the session ended for another reason: exit 75, not standby.
+    const fatal = this.#delivery.fatal();
+    if (fatal) throw fatal;
+    // Lost while streaming (the sweeper saw wal_status = lost): the next round recovers it.
+    if (e.code === ErrorCode.SLOT_INVALIDATED && c.slotRecovery) {
+      this.#log.warn({ err: e.message }, 'replication slot lost while streaming; recovering it');
+      return;
+    }
+    if (!e.retriable) throw e;
+    if (e.code === ErrorCode.SLOT_ACTIVE_ELSEWHERE) {
+      if (this.#state !== 'standby')
+        this.#log.info(
+          { err: e.message },
+          'standby: another process is active on the slot; taking over when it stops',
+        );
+      this.#setState('standby', e.message);
+      await sleep(c.standbyPollMs, stop);
+      return;
+    }
+    this.#attempt++;
+    const poison = session && streamed && !moved ? this.#countPoison(e, session) : null;
+    const dependency = e.code === ErrorCode.BROKER_UNAVAILABLE ? 'broker' : 'database';
+    this.#outages.failed(dependency, e.code, e.message);
+    if (dependency === 'broker') this.metrics.brokerOutage.set(1);
+    this.metrics.transientErrors.inc({ dependency, reason: e.code });
+    if (poison) {
+      this.#setState('waiting', describePoison(poison), dependency);
+      // Retrying cannot help until an operator acts: the longest back-off, no jitter needed.
+      await sleep(c.retryMaxMs, stop);
+      return;
+    }
+    this.#setState('waiting', e.message, dependency);
+    // Not retryUntilAborted: each round of this loop decides anew (standby, poison, lost
+    // slot, back-off reset by progress); it waits with the same outage policy.
+    await sleep(backoffDelay(outagePolicy(c), this.#attempt), stop);
   }
 
   /** A stream failure with no progress: counts it towards a poison position; the poison once recognised. */
@@ -605,144 +618,13 @@ export class Relay {
     const client = await pool.connect();
     try {
       await checkDatabase(client, this.#c).catch((e) => {
-        // A lost slot is the leader's to recover (#openSlot), unless recovery is off.
+        // A lost slot is the leader's to recover (SlotOpener.openSlot), unless recovery is off.
         if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && this.#c.slotRecovery)) throw e;
       });
       await this.#lead(lock);
     } finally {
       client.release();
     }
-  }
-
-  /**
-   * The slot, created if missing (with the publication, the only thing the relay creates), and
-   * whether the rows it cannot stream must first come from the table (`recovery`). Cases:
-   *  - exists, usable → stream from its confirmed position (recovery null);
-   *  - missing, the slot's progress record empty → first start: created; the table pass publishes
-   *    rows committed before the slot existed, if any (recovery 'created');
-   *  - missing although the progress record shows it streamed (or this process streamed from
-   *    it) → someone dropped it, or a failover to a server without it: created (recovery 'dropped');
-   *  - wal_status = 'lost' (max_slot_wal_keep_size, idle timeout) → dropped and created again
-   *    (recovery 'invalidated');
-   *  - a recovery marked in the progress row and not finished (the relay died during the table
-   *    pass) → that recovery again, whatever the slot.
-   * The recovery is marked in the progress row BEFORE the new slot is created, and cleared after
-   * the table pass (#recover), so a crash in between repeats the pass instead of leaving a gap.
-   * With --no-slot-recovery a lost or dropped slot ends the relay (SLOT_INVALIDATED, exit 69).
-   */
-  async #openSlot(pool: pg.Pool, store: OutboxStore) {
-    const c = this.#c;
-    const client = await pool.connect();
-    try {
-      let recovery = await pendingRecovery(client, store.progress, c.slot);
-      const state = await checkSlot(client, c.slot).catch(async (e) => {
-        if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && c.slotRecovery)) throw e;
-        recovery = 'invalidated';
-        const reason = String(e.details?.reason ?? 'wal_removed');
-        this.#lostReason = reason;
-        this.metrics.slotInvalidations.inc({ reason });
-        this.#log.warn(
-          { err: e.message, invalidation_reason: reason },
-          `replication slot invalidated (wal_status = lost, invalidation_reason = ${reason}): dropping it to recover`,
-        );
-        await markRecovery(client, store.progress, c.slot, recovery);
-        await dropSlotOfThisDatabase(client, c.slot).catch((d) => {
-          // object_in_use: still active (the invalidated session's walsender is on its way out): the
-          // next round tries again — the mark above says a recovery is due.
-          throw new RelayError(
-            ErrorCode.DATABASE_UNAVAILABLE,
-            `cannot drop the lost slot yet: ${errorMessage(d)}`,
-            {
-              retriable: true,
-              cause: d,
-            },
-          );
-        });
-        return 'missing' as const;
-      });
-      // A promotion under a slot that continues (PostgreSQL 17+'s synced failover slot): what
-      // this relay published from the old primary and recorded there may be past the synced
-      // slot's position but not in the new primary's progress record (its WAL did not reach the
-      // standby): those rows would stay 'pending' for ever. The table pass covers them (the
-      // rule of store/timeline.ts: the new primary's own state decides; duplicates, not losses).
-      // Also after a restart: the timeline the last start stored with the progress record.
-      const on = await startTimeline(client, store.progress, c.slot, this.#timelines, this.#log);
-      if (state !== 'missing' && recovery === null && c.slotRecovery && on.promoted) {
-        recovery = 'promoted';
-        await markRecovery(client, store.progress, c.slot, recovery);
-      }
-      if (state === 'missing' && recovery === null) {
-        const recorded = await readProgress(client, store.progress, c.slot);
-        recovery = this.#slotSeen || (recorded !== null && recorded !== '{}') ? 'dropped' : 'created';
-        if (recovery === 'dropped' && !c.slotRecovery)
-          throw new RelayError(
-            ErrorCode.SLOT_INVALIDATED,
-            `slot ${c.slot} is gone although this relay had streamed from it (dropped, or a failover to a server without it); events committed since its last position would be missed. --no-slot-recovery is set, so the relay stops instead of recovering from the table.`,
-            { details: { slot: c.slot } },
-          );
-        if (c.slotRecovery) await markRecovery(client, store.progress, c.slot, recovery);
-        else recovery = null;
-      }
-      const failover = c.slotFailover && (await failoverSlotsPossible(client));
-      const slot = await ensureSlot(client, c.slot, { failover });
-      await on.store();
-      this.#slotSeen = true;
-      if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
-      else if (failover) await turnOnSlotFailover(client, c.databaseUrl, c.slot, this.#log);
-      return { ...slot, recovery };
-    } finally {
-      client.release();
-    }
-  }
-
-  /**
-   * Publishes from the table every row no progress record covers (slot-recovery.ts) before
-   * streaming from a slot this relay created, then clears the recovery mark. A lost slot is
-   * logged and counted; on a first start this finds only rows committed before the slot existed.
-   * false = stopped meanwhile (the mark stays: the next start repeats the pass).
-   */
-  async #recover(recovery: string, d: Parameters<typeof publishUnrecorded>[0]): Promise<boolean> {
-    const t0 = Date.now();
-    if (recovery === 'promoted') return this.#recoverAfterPromotion(d, t0);
-    const lost = recovery !== 'created';
-    // The reason PostgreSQL gave, when this process saw the invalidation (not after a restart mid-recovery).
-    const reason = recovery === 'invalidated' ? this.#lostReason : null;
-    this.#lostReason = null;
-    const why = reason ? `${recovery}: ${reason}` : recovery;
-    if (lost) {
-      this.metrics.slotRecoveries.inc();
-      this.#log.warn(
-        { recovery, ...(reason && { invalidation_reason: reason }) },
-        `replication slot lost (${why}): recovering without a gap — a new slot exists; publishing from the table every row no progress record covers, in id order, then streaming from the new slot`,
-      );
-    }
-    const r = await publishUnrecorded(d, this.#stop.signal);
-    if (!r) return false;
-    await markRecovery(d.store.db, d.store.progress, this.#c.slot, null);
-    if (lost || r.published + r.failed + r.parked > 0)
-      this.#log[lost ? 'warn' : 'info'](
-        { recovery, ...(reason && { invalidation_reason: reason }), ...r, ms: Date.now() - t0 },
-        lost
-          ? `slot recovery done (${why}): ${r.published} rows published from the table (those the old slot had sent but not recorded are duplicates), ${r.failed} failed, ${r.parked} parked`
-          : `published ${r.published} rows committed before the slot existed`,
-      );
-    return true;
-  }
-
-  /** The table pass after a promotion the slot survived (see #openSlot). */
-  async #recoverAfterPromotion(d: Parameters<typeof publishUnrecorded>[0], t0: number): Promise<boolean> {
-    this.#log.warn(
-      { recovery: 'promoted' },
-      "after a promotion the slot continued on the new primary: publishing from the table every row the new primary's progress record does not cover (outcomes recorded only on the old primary did not reach it), then streaming",
-    );
-    const r = await publishUnrecorded(d, this.#stop.signal);
-    if (!r) return false;
-    await markRecovery(d.store.db, d.store.progress, this.#c.slot, null);
-    this.#log.warn(
-      { recovery: 'promoted', ...r, ms: Date.now() - t0 },
-      `table pass after the promotion done: ${r.published} rows published (duplicates where the old primary had published them), ${r.failed} failed, ${r.parked} parked`,
-    );
-    return true;
   }
 
   /** Takes the leader lock unless held; SLOT_ACTIVE_ELSEWHERE (standby) when another relay holds it. */

@@ -60,7 +60,7 @@ export class TimelineWatch {
   /**
    * A TIMELINE_CHANGED error ended a session: its outcomes were dropped. Logged here; the change
    * itself is counted when a stream starts on the new timeline (observe), and `current` stays the
-   * old one until then, so the relay knows a table pass is due (relay.ts #openSlot).
+   * old one until then, so the relay knows a table pass is due (slot-opener.ts openSlot).
    */
   dropped(e: RelayError): void {
     if (!isRelayError(e)) return;
