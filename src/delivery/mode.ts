@@ -48,6 +48,8 @@ export interface StreamState {
 
 /** Hears the database timelines seen (supervisor/timeline-watch.ts): Kafka's record names one. */
 export interface TimelineObserver {
+  /** The timeline last observed (null before the first). */
+  readonly current: string | null;
   observe(key: string): void;
 }
 
