@@ -427,6 +427,15 @@ describe('logs and the demo', () => {
     expect(plain.err).not.toContain('\x1b[');
   });
 
+  it("the README's first command: the demo relays its 12 events and exits 0", () => {
+    // Its own throwaway cluster from the local binaries; stdout is a pipe, so it exits when done.
+    const r = cli(['demo']);
+    expect(r.code, r.err).toBe(EXIT.OK);
+    const events = r.out.split('\n').filter((l) => l.trim() !== '');
+    expect(events).toHaveLength(12);
+    expect(r.err).toMatch(/demo: done/);
+  });
+
   it('demo without PostgreSQL binaries says what to install: exit 69, one line, no stack', () => {
     const r = cli(['demo'], { OUTBOX_PG_BINDIR: '/nonexistent' });
     expect(r.code).toBe(EXIT.UNAVAILABLE);

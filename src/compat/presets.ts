@@ -13,7 +13,8 @@ const PRESETS: Record<Config['compat'], (c: Config, pool: pg.Pool) => RelayPrese
 
 /** The preset the configuration names, over `pool`. */
 export function presetOf(c: Config, pool: pg.Pool): RelayPreset {
-  return PRESETS[c.compat](c, pool);
+  // A command whose options leave --compat out (the demo, the playground) gets the outbox table.
+  return PRESETS[c.compat ?? 'none'](c, pool);
 }
 
 const OPERATOR_PRESETS: Record<Config['compat'], (t: OperatorTarget) => OperatorPreset> = {

@@ -154,7 +154,10 @@ export async function runDemo(c: Config, log: Logger, _argv: string[]): Promise<
       } else {
         await sleep(100);
       }
-      if (relay.state === 'stopped') throw new Error('demo: the relay stopped unexpectedly');
+      if (relay.state === 'stopped') {
+        await relay.done(); // the relay's own error, when it ended on one
+        throw new Error('demo: the relay stopped unexpectedly');
+      }
     }
     await relay.stop();
     await relay.done();
