@@ -1,7 +1,3 @@
-import type pg from 'pg';
-import { qualified } from '../store/sql-ident.ts';
-import { allHeldAggregates } from './queries.ts';
-
 const keyOf = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`;
 
 /**
@@ -83,11 +79,6 @@ export class BlockedAggregates {
     if (mark === null || this.#pending.has(k) || (this.#epoch.get(k) ?? 0) !== mark) return false;
     this.#blocked.delete(k);
     return true;
-  }
-
-  /** The outbox table's held aggregates (queries.ts allHeldAggregates). */
-  async reload(db: pg.Pool, schema: string, table: string): Promise<void> {
-    this.replace(await allHeldAggregates(db, qualified(schema, table)));
   }
 
   /** What a session starts from: exactly these aggregates blocked (read from where failures are kept). */

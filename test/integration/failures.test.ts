@@ -393,10 +393,11 @@ describe('strict ordering after an operator resolved the head', () => {
         classify: (e) => ({ class: 'permanent', reason: 'TEST', message: String(e) }),
       };
       const blocked = new BlockedAggregates();
+      const store = new OutboxRows(new OutboxStore(h.pool, 'public', 'outbox'), routeConfigOf(config));
       const sweeper = new Sweeper({
         config,
         sink,
-        store: new OutboxRows(new OutboxStore(h.pool, 'public', 'outbox'), routeConfigOf(config)),
+        store,
         blocked,
         log: silentLogger(),
         metrics: new RelayMetrics(),
@@ -407,7 +408,7 @@ describe('strict ordering after an operator resolved the head', () => {
         `UPDATE outbox SET status = 'failed', attempts = 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
         [head],
       );
-      await blocked.reload(h.pool, 'public', 'outbox');
+      blocked.replace(await store.heldAll()); // as the relay's 'blocked aggregates' component does
       await sweeper.sweepOnce();
       expect(blocked.has('Held', 'h'), 'still held by its failed head').toBe(true);
 
