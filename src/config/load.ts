@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
-import { debeziumRouting } from '../compat/debezium/event-router-options.ts';
+import { presetFactsOf } from '../compat/facts.ts';
+import type { PresetName } from '../compat/preset-facts.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
@@ -82,7 +83,7 @@ export interface Config {
   topicOverrides: Record<string, string>;
   valueFormat: ValueFormat;
   valueFormatOverrides: Record<string, ValueFormat>;
-  compat: 'none' | 'debezium';
+  compat: PresetName;
   debezium: Record<string, string>;
   debeziumOffsets?: string;
   debeziumOffsetsTopic?: string;
@@ -504,7 +505,7 @@ export function validate(
         );
     }
     if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
-    if (c.compat === 'debezium') validateDebezium(c, fail);
+    presetFactsOf(c).validateRun?.(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -539,11 +540,8 @@ export function validate(
       c.kafkaProgressTopic.includes('{')
     )
       throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
-    // Exactly-once keeps the published outbox ids in the Kafka transaction and in the progress
-    // record; the Debezium preset has no outbox ids (its events are WAL positions, its progress
-    // the slot's): the two are not combined yet.
-    if (c.compat === 'debezium')
-      throw need('delivery', 'exactly-once is not available with --compat debezium yet (at-least-once only)');
+    const noEos = presetFactsOf(c).noExactlyOnce;
+    if (noEos) throw need('delivery', noEos);
   }
   if (command === 'run' && c.sink === 'kafka') validateKafkaClient(c, need, fail, 'with --sink kafka');
   if (command === 'migrate') validateCutover(c, need, fail);
@@ -667,7 +665,7 @@ function validateCutover(c: Config, need: Check, fail: Check): void {
       "give either --debezium-offsets (a file) or --debezium-offsets-topic (the distributed worker's topic), not both",
     );
   for (const key of ['debeziumOffsets', 'debeziumOffsetsTopic', 'debeziumConnector'] as const)
-    if (c[key] !== undefined && c.compat !== 'debezium')
+    if (c[key] !== undefined && !presetFactsOf(c).cutover)
       throw need(key, 'belongs to the cutover from Debezium: add --compat debezium');
   if (
     c.debeziumConnector !== undefined &&
@@ -737,16 +735,4 @@ export function redactUrl(url: string): string {
   } catch {
     return '(unparsable url)';
   }
-}
-
-/** --compat debezium: its properties resolve (an error names the Debezium property), Kafka only. */
-function validateDebezium(c: Config, fail: (key: string, why: string) => Error): void {
-  try {
-    debeziumRouting(c.debezium);
-  } catch (e) {
-    throw fail('debezium', (e as Error).message);
-  }
-  if (c.sink !== 'kafka') throw fail('compat', 'debezium writes Kafka records: it needs --sink kafka');
-  if (c.valueFormat !== 'raw' || Object.keys(c.valueFormatOverrides).length > 0)
-    throw fail('valueFormat', 'the Debezium preset makes its own values: leave --value-format at raw');
 }
