@@ -351,6 +351,7 @@ export class Relay {
       blocked,
       log: this.#log,
       metrics: this.metrics,
+      retryHeaders: this.#delivery.retryHeaders,
       onFatal: (e) => this.#session?.fail(e),
     });
     const lock = new LeaderLock({
