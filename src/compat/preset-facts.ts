@@ -1,11 +1,12 @@
+import type { ConfigOf } from '../config/options.ts';
 import type { ApplicationTable } from '../store/application-table.ts';
 
 // What a preset is to the core before any of it runs. Types only, importing nothing of the
 // runtime: config/load.ts reads them (compat/facts.ts), and preset.ts, the running preset's
 // interfaces, reaches the lifecycle, which reads the configuration.
 
-/** The presets --compat names: the outbox table (none) or Debezium's table. */
-export type PresetName = 'none' | 'debezium';
+/** The presets --compat names (its values in config/options.ts): the outbox table (none) or Debezium's table. */
+export type PresetName = ConfigOf['compat'];
 
 /**
  * What the core needs to know of a preset before any of it runs — the configuration's checks,
