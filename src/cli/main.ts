@@ -4,6 +4,7 @@ import './heap-tuning.ts';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { cutoverTarget, describeCutoverPlan, recordCutover } from '../compat/debezium/cutover.ts';
+import { withPresetTable } from '../compat/facts.ts';
 import { COMMAND_SUMMARY, COMPLETION_HELP, CONFIG_HELP, commandHelp, USAGE } from '../config/help.ts';
 import { type Config, loadConfig, redactUrl, validate } from '../config/load.ts';
 import { type Command, optionsFor, SUBCOMMANDS } from '../config/options.ts';
@@ -253,16 +254,17 @@ async function main(argv: string[]): Promise<number> {
   switch (cmd) {
     case 'migrate': {
       const cutover = cutoverTarget(c);
+      const target = withPresetTable(c);
       if (c.dryRun) {
         const lines = await withClient(c, async (client) => [
-          ...(await planMigration(client, c)),
+          ...(await planMigration(client, target)),
           ...(cutover ? await describeCutoverPlan(client, cutover) : []),
         ]);
         process.stdout.write(`${lines.join('\n')}\n`);
         return EXIT.OK;
       }
       const applied = await withClient(c, async (client) => {
-        const done = await migrate(client, c, log);
+        const done = await migrate(client, target, log);
         // The cutover from Debezium: after the side tables exist; it refuses a slot that starts
         // after Debezium's position (a slot migrate just created would).
         if (cutover) done.push(await recordCutover(client, cutover, log));
@@ -273,7 +275,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'check': {
       const failover = await withClient(c, async (client) => {
-        await checkDatabase(client, c);
+        await checkDatabase(client, withPresetTable(c));
         if (c.sink === 'sqs') await checkSqsQueue(c, log);
         await checkPartitions(client, c);
         const progress = progressTable(c.schema, c.table);

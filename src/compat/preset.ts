@@ -7,6 +7,7 @@ import type { Lsn } from '../replication/lsn.ts';
 import type { OutboundMessage, OutboxEvent } from '../route/event.ts';
 import type { RouteConfig } from '../route/router.ts';
 import type { SweepStore } from '../sweeper/sweep-store.ts';
+import type { PresetName } from './preset-facts.ts';
 
 /**
  * A table preset: what kind of table the relay streams from, and where its outcomes go. Chosen
@@ -78,7 +79,7 @@ export type OperatorTarget = Pick<RouteConfig, 'topicTemplate' | 'topicOverrides
   schema: string;
   table: string;
   slot: string;
-  compat?: 'none' | 'debezium';
+  compat?: PresetName;
   debezium?: Record<string, string>;
 };
 

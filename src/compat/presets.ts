@@ -5,7 +5,11 @@ import { debeziumPreset } from './debezium/preset.ts';
 import { outboxOperator, outboxPreset } from './outbox.ts';
 import type { OperatorPreset, OperatorTarget, RelayPreset } from './preset.ts';
 
-/** The one place --compat is read: the preset module it names, for the relay's run and for operators. */
+/**
+ * Where --compat is read for a preset's running parts: the preset module it names, for the
+ * relay's run and for operators. What the core needs before any of it runs (the configuration's
+ * checks, migrate, the preflight) is read from facts.ts, which stays light for config/load.ts.
+ */
 const PRESETS: Record<Config['compat'], (c: Config, pool: pg.Pool) => RelayPreset> = {
   none: outboxPreset,
   debezium: debeziumPreset,

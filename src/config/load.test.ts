@@ -1,14 +1,28 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { isRelayError } from '../errors.ts';
-import { loadConfig, redactUrl } from './load.ts';
+import { type Config, loadConfig, redactUrl } from './load.ts';
+import { type OptionKey, optionsFor } from './options.ts';
 import { UsageError } from './usage-error.ts';
 
 const DB = 'postgres://relay:s3cret@db:5432/app';
 
 describe('loadConfig', () => {
+  it('Config is derived from OPTIONS: a field for every option and no other (tsc checks the types)', () => {
+    expectTypeOf<keyof Config>().toEqualTypeOf<OptionKey>();
+    expectTypeOf<Config['compat']>().toEqualTypeOf<'none' | 'debezium'>();
+    expectTypeOf<Config['batchSize']>().toEqualTypeOf<number>();
+    expectTypeOf<Config['kafkaSslCaFile']>().toEqualTypeOf<string | undefined>();
+    const { config } = loadConfig('run', ['--database-url', DB, '--kafka-brokers', 'k1:9092'], {});
+    expect(Object.keys(config).sort()).toEqual(
+      optionsFor('run')
+        .map((o) => o.key)
+        .sort(),
+    );
+  });
+
   it('applies defaults', () => {
     const { config } = loadConfig('run', ['--database-url', DB, '--kafka-brokers', 'k1:9092'], {});
     expect(config.schema).toBe('public');

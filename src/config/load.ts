@@ -1,165 +1,41 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
-import { debeziumRouting } from '../compat/debezium/event-router-options.ts';
+import { presetFactsOf } from '../compat/facts.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
 import { parseTopicOverride } from '../route/topic-settings.ts';
 import { isValueFormat, VALUE_FORMATS, type ValueFormat } from '../route/value-format.ts';
 import { parseSecrets } from '../sinks/http/webhook-signature.ts';
 import { checkQueueUrlTemplate } from '../sinks/sqs/queue-url.ts';
-import { type Command, flagSpellings, OPTIONS, type OptionSpec, optionsFor, SUBCOMMANDS } from './options.ts';
+import {
+  type Command,
+  type ConfigOf,
+  flagSpellings,
+  OPTIONS,
+  type OptionSpec,
+  optionsFor,
+  SUBCOMMANDS,
+} from './options.ts';
 import { UsageError } from './usage-error.ts';
 
-/** The resolved configuration: every option with its default applied. */
-export interface Config {
+/**
+ * The resolved configuration: every option of OPTIONS as a field, with its default applied.
+ * Derived from the table (options.ts ConfigOf: a field per key, typed by the option's type, an
+ * enum by its values), so the two cannot drift. Four fields say more than the table can:
+ */
+export type Config = Omit<
+  ConfigOf,
+  'databaseUrl' | 'kafkaBrokers' | 'natsServers' | 'valueFormatOverrides'
+> & {
+  /** No default, yet present wherever it is read: validate() refuses a database command without it. */
   databaseUrl: string;
-  schema: string;
-  table: string;
-  publication: string;
-  slot: string;
-  standbyPollMs: number;
-  sink: 'kafka' | 'nats' | 'rabbitmq' | 'http' | 'redis' | 'sqs' | 'stdout';
+  /** No default (--help shows none): loadConfig makes them [] when not given. */
   kafkaBrokers: string[];
-  kafkaClientId: string;
-  kafkaSsl: boolean;
-  kafkaSslCaFile?: string;
-  kafkaSslCertFile?: string;
-  kafkaSslKeyFile?: string;
-  kafkaSaslMechanism: 'none' | 'plain' | 'scram-sha-256' | 'scram-sha-512' | 'oauthbearer';
-  kafkaSaslUsername?: string;
-  kafkaSaslPassword?: string;
-  kafkaOauthTokenUrl?: string;
-  kafkaOauthClientId?: string;
-  kafkaOauthClientSecret?: string;
-  kafkaOauthScope?: string;
-  kafkaOauthAudience?: string;
-  kafkaOauthTokenCommand?: string;
-  kafkaOauthExtensions: Record<string, string>;
-  kafkaCompression: 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
-  delivery: 'at-least-once' | 'exactly-once';
-  kafkaProgressTopic: string;
-  kafkaTransactionTimeoutMs: number;
-  kafkaTransactionBatches: number;
-  kafkaAutoCreateTopics: boolean;
-  kafkaRequestTimeoutMs: number;
-  kafkaTopics: 'off' | 'verify' | 'create';
-  kafkaTopicPartitions: number;
-  kafkaTopicReplicationFactor: number;
-  kafkaTopicConfig: Record<string, string>;
-  kafkaTopicOverrides: Record<string, string>;
   natsServers: string[];
-  natsUser?: string;
-  natsPassword?: string;
-  natsToken?: string;
-  natsTimeoutMs: number;
-  natsMaxPending: number;
-  rabbitmqUrl?: string;
-  rabbitmqExchange: string;
-  rabbitmqMaxUnconfirmed: number;
-  rabbitmqTimeoutMs: number;
-  sqsQueueUrlTemplate?: string;
-  sqsRegion?: string;
-  sqsEndpoint?: string;
-  sqsMaxInFlight: number;
-  sqsTimeoutMs: number;
-  sqsMaxMessageBytes: number;
-  rabbitmqManagementUrl?: string;
-  httpUrl?: string;
-  httpSecret?: string;
-  httpBatchSize: number;
-  httpTimeoutMs: number;
-  httpMaxInFlight: number;
-  httpCaFile?: string;
-  redisUrl?: string;
-  redisStreamTemplate: string;
-  redisMaxlen: number;
-  redisDedupTtlS: number;
-  redisWaitReplicas: number;
-  redisTimeoutMs: number;
-  redisMaxPending: number;
-  topicTemplate: string;
-  topicOverrides: Record<string, string>;
-  valueFormat: ValueFormat;
+  /** A map whose values validate() checks are value formats (route/value-format.ts). */
   valueFormatOverrides: Record<string, ValueFormat>;
-  compat: 'none' | 'debezium';
-  debezium: Record<string, string>;
-  debeziumOffsets?: string;
-  debeziumOffsetsTopic?: string;
-  debeziumConnector?: string;
-  narrowPublication: boolean;
-  partitioned: boolean;
-  partitionInterval: 'hour' | 'day' | 'week' | 'month';
-  partitionPremake: number;
-  schemaRegistryUrl?: string;
-  schemaRegistryUsername?: string;
-  schemaRegistryPassword?: string;
-  schemaRegistrySubjectStrategy: 'topic-name' | 'record-name';
-  schemaRegistryAutoRegister: boolean;
-  batchSize: number;
-  batchBytes: number;
-  lingerMs: number;
-  maxInflightEvents: number;
-  maxInflightBytes: number;
-  markPublished: boolean;
-  statusIntervalMs: number;
-  replicationTimeoutMs: number;
-  retryInitialMs: number;
-  retryMaxMs: number;
-  shutdownTimeoutMs: number;
-  ordering: 'strict' | 'relaxed';
-  maxAttempts: number;
-  failureBackoffMs: number;
-  failureBackoffFactor: number;
-  failureBackoffMaxMs: number;
-  deadLetterTopic?: string;
-  sweepIntervalMs: number;
-  sweepBatchSize: number;
-  slotCheckIntervalMs: number;
-  slotRecovery: boolean;
-  slotFailover: boolean;
-  standbyUrl?: string;
-  slotWarnBytes: number;
-  slotCriticalBytes: number;
-  heartbeatIntervalMs: number;
-  prune: boolean;
-  retentionPublishedMs: number;
-  retentionDeadMs?: number;
-  pruneIntervalMs: number;
-  pruneBatchSize: number;
-  config?: string;
-  demoEvents?: number;
-  demoFollow?: boolean;
-  /** Operator commands (src/ops/). */
-  json: boolean;
-  status?: string[];
-  since?: string;
-  until?: string;
-  aggregateType?: string;
-  aggregateId?: string;
-  eventType?: string;
-  errorContains?: string;
-  eventId?: string;
-  afterId?: number;
-  limit: number;
-  filter: boolean;
-  all: boolean;
-  resetAttempts: boolean;
-  yes: boolean;
-  dryRun: boolean;
-  confirmAbove: number;
-  includeReplays: boolean;
-  replayFollow: boolean;
-  replayBatchSize: number;
-  logLevel: string;
-  logFormat: 'auto' | 'json' | 'pretty';
-  http: boolean;
-  httpPort: number;
-  httpHost: string;
-  /** Operator console (src/console/). */
-  console: boolean;
-  consoleToken?: string;
-}
+};
 
 export interface Loaded {
   config: Config;
@@ -504,7 +380,7 @@ export function validate(
         );
     }
     if (c.schemaRegistryUrl !== undefined) validateSchemaRegistry(c, need, fail);
-    if (c.compat === 'debezium') validateDebezium(c, fail);
+    presetFactsOf(c).validateRun?.(c, fail);
     if (c.retryMaxMs < c.retryInitialMs) throw need('retryMaxMs', 'must not be below --retry-initial-ms');
     if (c.failureBackoffMaxMs < c.failureBackoffMs) {
       throw need('failureBackoffMaxMs', 'must not be below --failure-backoff-ms');
@@ -539,11 +415,8 @@ export function validate(
       c.kafkaProgressTopic.includes('{')
     )
       throw fail('kafkaProgressTopic', `${JSON.stringify(c.kafkaProgressTopic)} is not a topic name`);
-    // Exactly-once keeps the published outbox ids in the Kafka transaction and in the progress
-    // record; the Debezium preset has no outbox ids (its events are WAL positions, its progress
-    // the slot's): the two are not combined yet.
-    if (c.compat === 'debezium')
-      throw need('delivery', 'exactly-once is not available with --compat debezium yet (at-least-once only)');
+    const noEos = presetFactsOf(c).noExactlyOnce;
+    if (noEos) throw need('delivery', noEos);
   }
   if (command === 'run' && c.sink === 'kafka') validateKafkaClient(c, need, fail, 'with --sink kafka');
   if (command === 'migrate') validateCutover(c, need, fail);
@@ -667,7 +540,7 @@ function validateCutover(c: Config, need: Check, fail: Check): void {
       "give either --debezium-offsets (a file) or --debezium-offsets-topic (the distributed worker's topic), not both",
     );
   for (const key of ['debeziumOffsets', 'debeziumOffsetsTopic', 'debeziumConnector'] as const)
-    if (c[key] !== undefined && c.compat !== 'debezium')
+    if (c[key] !== undefined && !presetFactsOf(c).cutover)
       throw need(key, 'belongs to the cutover from Debezium: add --compat debezium');
   if (
     c.debeziumConnector !== undefined &&
@@ -737,16 +610,4 @@ export function redactUrl(url: string): string {
   } catch {
     return '(unparsable url)';
   }
-}
-
-/** --compat debezium: its properties resolve (an error names the Debezium property), Kafka only. */
-function validateDebezium(c: Config, fail: (key: string, why: string) => Error): void {
-  try {
-    debeziumRouting(c.debezium);
-  } catch (e) {
-    throw fail('debezium', (e as Error).message);
-  }
-  if (c.sink !== 'kafka') throw fail('compat', 'debezium writes Kafka records: it needs --sink kafka');
-  if (c.valueFormat !== 'raw' || Object.keys(c.valueFormatOverrides).length > 0)
-    throw fail('valueFormat', 'the Debezium preset makes its own values: leave --value-format at raw');
 }

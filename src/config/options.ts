@@ -1,8 +1,9 @@
 /**
  * The one config schema. Every option is declared once here: its flag, its
  * environment variable, its type, its default and its documentation. The CLI
- * parser, --help, config-file validation and docs/configuration.md all come
- * from this table. Precedence: flags > config file > environment > defaults.
+ * parser, --help, config-file validation, docs/configuration.md and the type of the
+ * resolved configuration (ConfigOf, config/load.ts Config) all come from this table.
+ * Precedence: flags > config file > environment > defaults.
  */
 import {
   DEFAULT_PARTITION_INTERVAL,
@@ -20,7 +21,7 @@ export interface OptionSpec {
   env?: string;
   type: OptionType;
   values?: readonly string[];
-  default?: string | number | boolean | string[] | Record<string, string>;
+  default?: string | number | boolean | readonly string[] | Readonly<Record<string, string>>;
   min?: number;
   /** Never logged; may also come from the file named by `<ENV>_FILE` or `<flag>-file`. */
   secret?: boolean;
@@ -64,7 +65,8 @@ const KAFKA_CLIENT: readonly Command[] = [...TOPICS, 'migrate'];
 /** The topic rule: `run` routes by it, `status` names failing topics, `check` reports missing ones. */
 const ROUTING: readonly Command[] = [...RUN, 'status', 'check'];
 
-export const OPTIONS: readonly OptionSpec[] = [
+/** The table, with each entry's literal types kept: config/load.ts derives Config from it (ConfigOf). */
+const TABLE = [
   // --- database ---
   {
     key: 'databaseUrl',
@@ -1552,7 +1554,36 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Operator token (at least 16 characters) that unlocks the console actions after a login. Give it as a file: --console-token-file or OUTBOX_CONSOLE_TOKEN_FILE (flags show in `ps`). Without it the console is read-only.',
     commands: ['run'],
   },
-];
+] as const satisfies readonly OptionSpec[];
+
+export const OPTIONS: readonly OptionSpec[] = TABLE;
+
+/** An option's value as loadConfig resolves it (parseValue), by its type. */
+type ValueOf<S extends OptionSpec> = S['type'] extends 'int'
+  ? number
+  : S['type'] extends 'bool'
+    ? boolean
+    : S['type'] extends 'list'
+      ? string[]
+      : S['type'] extends 'map'
+        ? Record<string, string>
+        : S extends { type: 'enum'; values: readonly (infer V extends string)[] }
+          ? V
+          : string;
+
+type Spec = (typeof TABLE)[number];
+
+/** The options' keys: the fields of Config. */
+export type OptionKey = Spec['key'];
+
+/**
+ * Every option of the table as a field, typed by its type (an enum by its values): present when
+ * the option has a default, optional when not. config/load.ts' Config is this, with the few
+ * fields that say more than the table can (their reasons are written there).
+ */
+export type ConfigOf = { [S in Spec as S extends { default: unknown } ? S['key'] : never]: ValueOf<S> } & {
+  [S in Spec as S extends { default: unknown } ? never : S['key']]?: ValueOf<S>;
+};
 
 /** Every spelling of an option on the command line, without `--`: x, no-x (negatable), x-file (secret). */
 export function flagSpellings(s: OptionSpec): string[] {

@@ -10,6 +10,7 @@ import type { BatchQueue, DeliveryMode, Queued } from './mode.ts';
  */
 export class AtLeastOnce implements DeliveryMode {
   readonly name = 'at-least-once';
+  readonly retryHeaders = {};
   readonly #c: Pick<Config, 'batchSize' | 'batchBytes'>;
 
   constructor(config: Pick<Config, 'batchSize' | 'batchBytes'>) {

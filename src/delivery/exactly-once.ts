@@ -10,6 +10,9 @@ import { currentTimeline, timelineChanged } from '../store/timeline.ts';
 import { streamPublishes } from './at-least-once.ts';
 import type { BatchQueue, DeliveryMode, Queued, StreamState, TimelineObserver } from './mode.ts';
 
+/** Marks the messages the sweeper publishes under exactly-once (retries, dead letters), which stay at-least-once. */
+export const DELIVERY_HEADER = 'x-outbox-delivery';
+
 type EoConfig = Pick<
   Config,
   | 'batchSize'
@@ -30,6 +33,8 @@ type EoConfig = Pick<
  */
 export class ExactlyOnce implements DeliveryMode {
   readonly name = 'exactly-once';
+  // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/delivery.md).
+  readonly retryHeaders = { [DELIVERY_HEADER]: 'at-least-once' };
   readonly #eo: ExactlyOnceProgress;
   readonly #c: EoConfig;
   readonly #log: Logger;

@@ -36,6 +36,11 @@ export interface DeliveryMode {
   streamStarted(timeline: string): RelayError | null;
   /** After a failed round: an error that ends the relay (exactly-once: this producer was fenced). */
   fatal(): Error | null;
+  /**
+   * Headers on what the sweeper publishes (retries, dead-letter copies), which the mode does not
+   * cover: exactly-once marks them at-least-once (DELIVERY_HEADER); at-least-once adds none.
+   */
+  readonly retryHeaders: Readonly<Record<string, string>>;
 }
 
 /** What the stream tells the mode about itself when a batch is cut. */

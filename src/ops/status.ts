@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { withPresetTable } from '../compat/facts.ts';
 import { operatorPresetOf } from '../compat/presets.ts';
 import { errorMessage, isRelayError } from '../errors.ts';
 import type { OperatorEvents } from '../lifecycle/operator-events.ts';
@@ -50,7 +51,7 @@ export async function readStatus(
     slotError = describe(e);
   }
   try {
-    await checkDatabase(db, t);
+    await checkDatabase(db, withPresetTable(t));
   } catch (e) {
     publicationError = describe(e);
   }

@@ -7,6 +7,7 @@ import {
   intervalStart,
   nextStart,
 } from '../lifecycle/partition-plan.ts';
+import type { ApplicationTable } from '../store/application-table.ts';
 import { managedPartitioning, readPartitioning } from '../store/partitions.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { describeInvalidation, type InvalidationReason } from '../store/slot-invalidation.ts';
@@ -23,10 +24,11 @@ export interface PreflightTarget {
   /** Retention pruning (--prune, also an option of check and status); false drops the DELETE requirement. */
   prune?: boolean;
   /**
-   * The Debezium preset: the application's table is only read (SELECT), and a publication that
-   * also publishes updates and deletes (Debezium's default) is accepted — the stream reads inserts only.
+   * The application's table, as a preset names it (Debezium's): it is only read (SELECT), and a
+   * publication that also publishes updates and deletes (Debezium's default) is accepted — the
+   * stream reads inserts only. Absent: the relay's own outbox table.
    */
-  compat?: 'none' | 'debezium';
+  applicationTable?: ApplicationTable;
 }
 
 export interface SlotState {
@@ -80,12 +82,12 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       { fix: `GRANT USAGE ON SCHEMA ${sqlName(t.schema)} TO ${sqlName(roleName)};` },
     );
   }
-  const debezium = t.compat === 'debezium';
+  const readOnly = t.applicationTable !== undefined;
   const outbox = await tablePrivileges(
     db,
     t.schema,
     t.table,
-    debezium ? ['SELECT'] : relayTablePrivileges(t.prune),
+    readOnly ? ['SELECT'] : relayTablePrivileges(t.prune),
   );
   if (!outbox) {
     throw new RelayError(ErrorCode.OUTBOX_TABLE_MISSING, `table ${t.schema}.${t.table} does not exist`);
@@ -193,7 +195,7 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
   const extra = [p.pubupdate && 'update', p.pubdelete && 'delete', p.pubtruncate && 'truncate'].filter(
     Boolean,
   );
-  if (extra.length && !debezium) {
+  if (extra.length && !readOnly) {
     problems.push(
       `it also publishes ${extra.join(', ')} (the relay's own status updates would come back through the slot)`,
     );

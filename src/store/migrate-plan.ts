@@ -4,8 +4,7 @@ import {
   DEFAULT_PARTITION_PREMAKE,
   inferInterval,
 } from '../lifecycle/partition-plan.ts';
-import { type MigrationTarget, migrationsFor, renderMigration } from './migrate.ts';
-import { readPartitioning } from './partitions.ts';
+import { type MigrationTarget, migrationsFor, renderMigration, tablePartitioning } from './migrate.ts';
 import { describeNarrowing, publicationDefinition, readPublication } from './publication.ts';
 import { readSlotRow } from './slots.ts';
 import { qualified } from './sql-ident.ts';
@@ -40,7 +39,7 @@ export async function planMigration(client: pg.ClientBase, t: MigrationTarget): 
     );
   }
   if (pending.length === 0) lines.push('migrations: all applied');
-  const parts = t.compat === 'debezium' ? null : await readPartitioning(client, qualified(t.schema, t.table));
+  const parts = await tablePartitioning(client, t);
   const target = { ...t, partitioned: parts !== null || (t.partitioned === true && done.size === 0) };
   if (target.partitioned)
     lines.push(

@@ -8,7 +8,8 @@ import {
   type PartitionInterval,
 } from '../lifecycle/partition-plan.ts';
 import type { Logger } from '../observability/logger.ts';
-import { ensurePartitions, managedPartitioning, readPartitioning } from './partitions.ts';
+import type { ApplicationTable } from './application-table.ts';
+import { ensurePartitions, managedPartitioning, type Partitioning, readPartitioning } from './partitions.ts';
 import { codeOf, SqlState, sqlStateOf } from './pg-errors.ts';
 import { insertInitialProgress, progressTable } from './progress-table.ts';
 import {
@@ -33,10 +34,11 @@ export interface MigrationTarget {
    */
   slot?: string;
   /**
-   * The Debezium preset: the application's Debezium table exists and is not changed; only the
-   * relay's side tables are created (sql/debezium/), and a publication of inserts into the table.
+   * The application's table, as a preset names it (Debezium's): it exists and is not changed;
+   * only the relay's own tables for it are created, and a publication of inserts into it.
+   * Absent: the relay's own outbox table.
    */
-  compat?: 'none' | 'debezium';
+  applicationTable?: ApplicationTable;
   /** A FOR ALL TABLES publication is replaced by one of the outbox table alone (store/publication.ts). */
   narrowPublication?: boolean;
   /**
@@ -68,10 +70,14 @@ export function loadMigrations(dir = SQL_DIR): Migration[] {
     }));
 }
 
-/** The target's migrations: the relay's own, or the Debezium preset's side tables (versions 1000+). */
+/** The target's migrations: the relay's own, or its tables for an application's table (the Debezium preset's: 1000+). */
 export function migrationsFor(t: MigrationTarget): Migration[] {
-  if (t.compat === 'debezium')
-    return loadMigrations(`${SQL_DIR}debezium/`).map((m) => ({ ...m, version: 1000 + m.version }));
+  const app = t.applicationTable?.migrations;
+  if (app)
+    return loadMigrations(`${SQL_DIR}${app.dir}/`).map((m) => ({
+      ...m,
+      version: app.versionOffset + m.version,
+    }));
   if (!t.partitioned) return loadMigrations();
   // The partitioned table replaces version 1; the later migrations (state, progress, view) are shared.
   const partitioned = loadMigrations(`${SQL_DIR}partitioned/`);
@@ -143,8 +149,7 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
       applied.push(`${m.version}_${m.name}`);
       log?.info({ migration: m.version, name: m.name }, 'migration applied');
     }
-    const parts =
-      t.compat === 'debezium' ? null : await readPartitioning(client, qualified(t.schema, t.table));
+    const parts = await tablePartitioning(client, t);
     const target = { ...t, partitioned: parts !== null };
     if (parts && managedPartitioning(parts)) {
       const made = await ensurePartitions(client, t, {
@@ -186,6 +191,14 @@ export async function migrate(client: pg.ClientBase, t: MigrationTarget, log?: L
   return applied;
 }
 
+/** The outbox table's partitioning (partitions.ts); an application's table's is the application's: null. */
+export async function tablePartitioning(
+  client: pg.ClientBase,
+  t: Pick<MigrationTarget, 'schema' | 'table' | 'applicationTable'>,
+): Promise<Partitioning | null> {
+  return t.applicationTable ? null : readPartitioning(client, qualified(t.schema, t.table));
+}
+
 /**
  * --partitioned on a table an earlier migrate created unpartitioned: migrate never rewrites a
  * table, so it says how to convert it instead of silently doing nothing.
@@ -196,14 +209,11 @@ async function refuseUnpartitioned(
   done: Set<number>,
 ): Promise<void> {
   if (!t.partitioned) return;
-  if (t.compat === 'debezium')
-    throw new RelayError(
-      ErrorCode.CONFIG_INVALID,
-      "--partitioned creates the relay's own outbox table; with --compat debezium the table is the application's",
-      {
-        fix: "partition the application's table yourself, then run migrate without --partitioned (docs/outbox-table.md#partitioning)",
-      },
-    );
+  const app = t.applicationTable;
+  if (app)
+    throw new RelayError(ErrorCode.CONFIG_INVALID, app.partitionedRefusal.message, {
+      fix: app.partitionedRefusal.fix,
+    });
   if (!done.has(1)) return;
   if (await readPartitioning(client, qualified(t.schema, t.table))) return;
   throw new RelayError(

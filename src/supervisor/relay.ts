@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { withPresetTable } from '../compat/facts.ts';
 import { presetOf } from '../compat/presets.ts';
 import type { Config } from '../config/load.ts';
 import { deliveryModeOf } from '../delivery/choose.ts';
@@ -350,6 +351,7 @@ export class Relay {
       blocked,
       log: this.#log,
       metrics: this.metrics,
+      retryHeaders: this.#delivery.retryHeaders,
       onFatal: (e) => this.#session?.fail(e),
     });
     const lock = new LeaderLock({
@@ -617,7 +619,7 @@ export class Relay {
   async #preflight(pool: pg.Pool, lock: LeaderLock): Promise<void> {
     const client = await pool.connect();
     try {
-      await checkDatabase(client, this.#c).catch((e) => {
+      await checkDatabase(client, withPresetTable(this.#c)).catch((e) => {
         // A lost slot is the leader's to recover (SlotOpener.openSlot), unless recovery is off.
         if (!(isRelayError(e, ErrorCode.SLOT_INVALIDATED) && this.#c.slotRecovery)) throw e;
       });

@@ -30,12 +30,14 @@ export interface SweeperDeps {
   blocked: BlockedAggregates;
   log: Logger;
   metrics: RelayMetrics;
+  /**
+   * Headers on every message the sweeper publishes (retries, dead-letter copies): the delivery
+   * mode's (delivery/mode.ts retryHeaders: exactly-once marks them at-least-once).
+   */
+  retryHeaders: Readonly<Record<string, string>>;
   /** A condition the relay cannot go on with (the slot was invalidated): the sweep loop ends. */
   onFatal?: (e: RelayError) => void;
 }
-
-/** Exactly-once: marks the messages the sweeper publishes (retries, dead letters), which stay at-least-once. */
-export const DELIVERY_HEADER = 'x-outbox-delivery';
 
 /** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
 class TransientDuringSweep extends Error {}
@@ -238,8 +240,7 @@ export class Sweeper {
   async #publishRow(row: SweepRow): Promise<{ routed: Rerouted; topic: string; error: Classified | null }> {
     const routed = await this.#d.store.reroute(row);
     if ('error' in routed) return { routed, topic: '', error: routed.error };
-    // Exactly-once covers the stream only: a retry is at-least-once, and says so (docs/delivery.md).
-    if (this.#d.sink.exactlyOnce) routed.message.headers[DELIVERY_HEADER] = 'at-least-once';
+    Object.assign(routed.message.headers, this.#d.retryHeaders);
     return { routed, topic: routed.message.topic, error: await this.#send([routed.message]) };
   }
 
@@ -299,7 +300,7 @@ export class Sweeper {
         );
         return;
       }
-      if (sink.exactlyOnce) m.headers[DELIVERY_HEADER] = 'at-least-once';
+      Object.assign(m.headers, this.#d.retryHeaders);
       await sink.publish([m]);
       metrics.failures.dlqPublished.inc();
       logOutcome(log, event, c.deadLetterTopic, attempts, 'dlq');

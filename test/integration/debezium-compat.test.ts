@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDebezium } from '../../bench/debezium.ts';
+import { DEBEZIUM_TABLE } from '../../src/compat/debezium/facts.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
 import { KafkaSink } from '../../src/sinks/kafka/kafka-sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
@@ -381,7 +382,7 @@ describe('the Debezium preset writes what Debezium writes', () => {
           table: 'outbox',
           publication: `${schema}_relay`,
           slot: relaySlot,
-          compat: 'debezium',
+          applicationTable: DEBEZIUM_TABLE,
         });
       } finally {
         client.release();

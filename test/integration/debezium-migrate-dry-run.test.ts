@@ -76,3 +76,26 @@ it('migrate --compat debezium --debezium-offsets --dry-run prints the cutover an
   expect(again.stdout()).toMatch(/^migrations: all applied$/m);
   expect(again.stdout()).toMatch(/^publication outbox_pub: exists$/m);
 }, 120_000);
+
+it("migrate --compat debezium --partitioned is refused (the table is the application's), with the fix, and changes nothing", async () => {
+  const own = await createTestDatabase({ name: 'dbzpart' });
+  try {
+    await own.query(
+      `CREATE TABLE public.outbox (
+         id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+         aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+    );
+    const m = spawnCli(['migrate', '--database-url', own.url, '--compat', 'debezium', '--partitioned']);
+    expect(await m.exited, m.logs()).toBe(78);
+    expect(m.logs()).toContain(
+      "--partitioned creates the relay's own outbox table; with --compat debezium the table is the application's",
+    );
+    expect(m.logs()).toContain("partition the application's table yourself");
+    const [tables] = await own.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_tables WHERE tablename LIKE 'outbox_relay%' AND tablename <> 'outbox_relay_migrations'`,
+    );
+    expect(tables!.n).toBe(0);
+  } finally {
+    await own.close();
+  }
+}, 60_000);

@@ -145,6 +145,35 @@ describe('exactly-once', () => {
     const expected = [...Array.from({ length: 20 }, (_, i) => `small-${i}`), 'small-100'].sort();
     expect(keys).toEqual(expected);
   }, 200_000);
+
+  it("marks what the sweeper publishes at-least-once (x-outbox-delivery, the mode's retry headers), not what the stream publishes", async () => {
+    await kafka.createTopic('outbox.event.Resent', 1);
+    const r = eos(['--sweep-interval-ms', '200']);
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    const [id] = await insertEvents(db.pool, [
+      { aggregateType: 'Resent', aggregateId: 'r-1', eventType: 'Posted', payload: '{"n":1}' },
+    ]);
+    const records = () => kafka.readAll('outbox.event.Resent');
+    await waitFor(async () => (await records()).length === 1, {
+      timeoutMs: 30_000,
+      message: 'the streamed record',
+    });
+    // As `outbox-relay events resend` leaves a row: failed and due now, for the sweeper.
+    await db.query(
+      `UPDATE outbox SET status = 'failed', attempts = 1, next_attempt_at = now() WHERE id = $1`,
+      [id],
+    );
+    await waitFor(async () => (await records()).length === 2, {
+      timeoutMs: 30_000,
+      message: "the sweeper's copy",
+    });
+    const [streamed, resent] = await records();
+    expect(streamed!.headers['x-outbox-delivery']).toBeUndefined();
+    expect(resent!.headers['x-outbox-delivery']?.toString()).toBe('at-least-once');
+    expect(resent!.value).toEqual(streamed!.value);
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+  }, 200_000);
   it('cuts Kafka transactions at PostgreSQL commits: whole ones together, only one larger than a transaction split', async () => {
     // A backlog (written while no relay runs, so batches can pack several transactions) of
     // PostgreSQL transactions of 1–7 rows and one of 25; transactions of at most 2 batches of 5

@@ -401,6 +401,7 @@ describe('strict ordering after an operator resolved the head', () => {
         blocked,
         log: silentLogger(),
         metrics: new RelayMetrics(),
+        retryHeaders: {},
       });
       // A failed head with no parked followers, not due for a retry.
       const [head] = await insertEvents(h.pool, [ev('Held', 'h', 0)]);

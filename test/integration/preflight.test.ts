@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startThrowawayPostgres, type ThrowawayPostgres } from '../../src/dev/throwaway-postgres.ts';
 import { EXIT } from '../../src/exit-codes.ts';
-import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
 import { migrateDb, slotOf, spawnCli } from '../support/relay.ts';
 
 /** Runs a CLI command to completion; returns exit code and stderr. */
@@ -224,4 +224,51 @@ describe('a progress table without the timeline column (migrated before migratio
     expect(again.code).toBe(EXIT.OK);
     expect(again.err).not.toMatch(/timeline-column-missing/);
   });
+});
+
+/**
+ * The Debezium preset's table is the application's (its fact, compat/debezium/facts.ts): the
+ * relay only reads it, so SELECT is enough, and Debezium's publication of every operation is
+ * accepted. The same database checked as the outbox table is refused for both.
+ */
+describe("check --compat debezium: the application's table", () => {
+  it('SELECT alone and a publication of updates and deletes pass; as the outbox table they do not', async () => {
+    const own = await createTestDatabase({ name: 'dbzpre' });
+    const slot = `${own.name}_s`.slice(0, 63);
+    const role = `dbzro_${own.name}`.slice(0, 60);
+    try {
+      await own.query(
+        `CREATE TABLE public.outbox (
+           id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+           aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+      );
+      const args = ['--database-url', own.url, '--slot', slot];
+      const m = spawnCli(['migrate', ...args, '--compat', 'debezium']);
+      expect(await m.exited, m.logs()).toBe(0);
+      await own.query(`ALTER PUBLICATION outbox_pub SET (publish = 'insert, update, delete')`);
+      await own.query(`CREATE ROLE ${role} LOGIN REPLICATION`);
+      await own.query(`GRANT SELECT ON public.outbox TO ${role}`);
+      await own.query(
+        `GRANT SELECT, UPDATE ON public.outbox_relay_state, public.outbox_relay_progress TO ${role}`,
+      );
+      const as = ['--database-url', withUser(own.url, role), '--slot', slot];
+      const dbz = spawnCli(['check', ...as, '--compat', 'debezium']);
+      expect(await dbz.exited, dbz.logs()).toBe(EXIT.OK);
+      expect(dbz.logs()).toMatch(/preflight passed/);
+      const outbox = spawnCli(['check', ...as]);
+      expect(await outbox.exited).toBe(EXIT.CONFIG);
+      expect(outbox.logs()).toMatch(/lacks UPDATE, DELETE on public\.outbox/);
+      await own.query(`GRANT UPDATE, DELETE ON public.outbox TO ${role}`);
+      const wide = spawnCli(['check', ...as]);
+      expect(await wide.exited).toBe(EXIT.CONFIG);
+      expect(wide.logs()).toMatch(/PUBLICATION_MISMATCH.*also publishes update, delete/);
+    } finally {
+      await own.query('SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1', [
+        slot,
+      ]);
+      await own.query(`DROP OWNED BY ${role}`).catch(() => {});
+      await own.close();
+      await db.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+    }
+  }, 90_000);
 });

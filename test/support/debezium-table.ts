@@ -3,6 +3,7 @@
  * (`migrate --compat debezium`), and the preset's flags with String converters: the set-up of the
  * tests of the preset's failure lifecycle.
  */
+import { DEBEZIUM_TABLE } from '../../src/compat/debezium/facts.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import type { KafkaHarness } from './kafka.ts';
 import type { TestDatabase } from './postgres.ts';
@@ -21,7 +22,7 @@ export async function createDebeziumOutbox(db: TestDatabase): Promise<void> {
       table: 'outbox',
       publication: 'outbox_pub',
       slot: slotOf(db),
-      compat: 'debezium',
+      applicationTable: DEBEZIUM_TABLE,
     });
   } finally {
     client.release();
