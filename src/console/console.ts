@@ -3,12 +3,14 @@ import type pg from 'pg';
 import { operatorPresetOf } from '../compat/presets.ts';
 import type { Config } from '../config/load.ts';
 import { OPTIONS } from '../config/options.ts';
+import { errorMessage } from '../errors.ts';
 import type { RelayView } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import { topicOfEvents } from '../ops/events.ts';
 import { OpsConflictError, OpsInputError } from '../ops/input-error.ts';
 import type { OpsContext } from '../ops/operator.ts';
 import type { HealthSource } from '../ops/status-report.ts';
+import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Auth } from './auth.ts';
@@ -121,6 +123,17 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
           messagePage(x.ctx(), missing ? 'Not found' : 'Bad input', e.message),
         );
       }
+      // A table the page reads is not there yet (the outbox, the progress record, a preset's
+      // side table): say which and what creates it, instead of a bare 500.
+      if (sqlStateOf(e) === SqlState.UNDEFINED_TABLE)
+        return x.reply.page(
+          503,
+          messagePage(
+            x.ctx(),
+            'Not migrated',
+            `${errorMessage(e)}: the relay's tables are not created yet in this database. Run \`outbox-relay migrate${preset.cliFlags}\` as the table's owner (docs/upgrading.md), then reload.`,
+          ),
+        );
       throw e;
     }
   };
