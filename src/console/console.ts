@@ -7,7 +7,7 @@ import { errorMessage } from '../errors.ts';
 import type { RelayView } from '../observability/health.ts';
 import type { Logger } from '../observability/logger.ts';
 import { topicOfEvents } from '../ops/events.ts';
-import { OpsConflictError, OpsInputError } from '../ops/input-error.ts';
+import { OpsConflictError, OpsInputError, OpsNotFoundError } from '../ops/input-error.ts';
 import type { OpsContext } from '../ops/operator.ts';
 import type { HealthSource } from '../ops/status-report.ts';
 import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
@@ -117,7 +117,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
       if (e instanceof OpsConflictError)
         return x.reply.page(409, messagePage(x.ctx(), 'Changed meanwhile', e.message));
       if (e instanceof OpsInputError) {
-        const missing = /does not exist/.test(e.message);
+        const missing = e instanceof OpsNotFoundError;
         return x.reply.page(
           missing ? 404 : 400,
           messagePage(x.ctx(), missing ? 'Not found' : 'Bad input', e.message),

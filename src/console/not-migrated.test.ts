@@ -2,10 +2,13 @@
  * The console over a database the relay's tables are not created in yet (an operator opened the
  * console before `migrate`, or the Debezium preset's side table was never created): every page
  * that reads a table answers 503 "Not migrated" naming the missing table and the command that
- * creates it — before, a bare 500 "internal error". Real PostgreSQL, nothing migrated.
+ * creates it — before, a bare 500 "internal error". Real PostgreSQL, nothing migrated; then
+ * migrated, an operator's missing event is 404 (OpsNotFoundError, not the message's wording,
+ * decides) and a bad filter is not.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../test/support/postgres.ts';
+import { migrateDb } from '../../test/support/relay.ts';
 import { loadConfig } from '../config/load.ts';
 import { type HttpServer, startHttpServer } from '../http/server.ts';
 import type { RelayView } from '../observability/health.ts';
@@ -68,5 +71,19 @@ describe('the console before migrate', () => {
       expect(r.text).toContain(`relation &quot;${table}&quot; does not exist`);
       expect(r.text).toContain(`outbox-relay migrate${flags}`);
     }
+  });
+});
+
+describe('once migrated', () => {
+  it('an event that does not exist is 404 Not found; a bad filter is not', async () => {
+    await migrateDb(db);
+    const get = await consoleOver([]);
+    const missing = await get('/console/events/987654');
+    expect(missing.status, missing.text.slice(0, 300)).toBe(404);
+    expect(missing.text).toContain('event 987654 does not exist');
+    // A bad filter is shown on the events page itself, beside the form (200), never as a 404.
+    const bad = await get('/console/events?status=nonsense');
+    expect(bad.text).toContain('unknown status');
+    expect(bad.status).not.toBe(404);
   });
 });

@@ -5,7 +5,7 @@ import type { EventFilter } from '../lifecycle/filter.ts';
 import type { OperatorEvents } from '../lifecycle/operator-events.ts';
 import type { EventRecord } from '../lifecycle/queries.ts';
 import type { Status } from '../lifecycle/statuses.ts';
-import { OpsConflictError, OpsInputError } from './input-error.ts';
+import { OpsConflictError, OpsInputError, OpsNotFoundError } from './input-error.ts';
 import { withClientTransaction } from './transaction.ts';
 
 /** What picks the operator's events: the table, and with --compat debezium the preset's options. */
@@ -54,7 +54,7 @@ export function eventColumns(e: EventRecord, none: string): [string, string][] {
 /** One event with every column and its truthful status; an operator error when it does not exist. */
 export async function showEvent(db: pg.ClientBase, events: OperatorEvents, id: string): Promise<EventRecord> {
   const e = await events.read(db, id);
-  if (!e) throw new OpsInputError(`event ${id} does not exist in ${events.table}`);
+  if (!e) throw new OpsNotFoundError(`event ${id} does not exist in ${events.table}`);
   return e;
 }
 
@@ -74,7 +74,7 @@ export async function selectTargets(
     const found = new Map(rows.map((x) => [x.id, x.status]));
     const missing = target.ids.filter((id) => !found.has(id));
     if (missing.length)
-      throw new OpsInputError(`no such event in ${events.table}: ${missing.join(', ')} (nothing changed)`);
+      throw new OpsNotFoundError(`no such event in ${events.table}: ${missing.join(', ')} (nothing changed)`);
     const wrong = rows.filter((x) => !allowed.includes(x.status as Status));
     if (wrong.length) {
       throw new OpsInputError(

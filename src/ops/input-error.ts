@@ -12,6 +12,17 @@ export class OpsInputError extends UsageError {
 }
 
 /**
+ * Bad input of one kind: what it names (an event id, a slot) does not exist. Still a usage error
+ * (exit 64); the console answers it 404 where other bad input is 400.
+ */
+export class OpsNotFoundError extends OpsInputError {
+  constructor(message: string, help?: string) {
+    super(message, help);
+    this.name = 'OpsNotFoundError';
+  }
+}
+
+/**
  * A race, not bad input: the statement would have changed fewer rows than the command selected
  * (one changed status meanwhile — the sweeper published it, another operator resolved it). It is
  * rolled back, nothing changed, and the same command may well succeed when run again: exit 75

@@ -5,7 +5,7 @@ import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { dropSlotOfThisDatabase } from '../store/slots.ts';
 import { sqlName } from '../store/sql-ident.ts';
 import { readSlot } from '../sweeper/slot-watch.ts';
-import { OpsInputError } from './input-error.ts';
+import { OpsInputError, OpsNotFoundError } from './input-error.ts';
 import { audit, confirm, type OpsContext } from './operator.ts';
 
 /**
@@ -35,7 +35,7 @@ export async function slotCommand(ctx: OpsContext): Promise<number> {
   const slot = ctx.config.slot;
   await requireReplication(ctx);
   const row = await readSlot(ctx.db, slot);
-  if (!row) throw new OpsInputError(`slot ${slot} does not exist (nothing changed)`);
+  if (!row) throw new OpsNotFoundError(`slot ${slot} does not exist (nothing changed)`);
   if (row.active) {
     process.stderr.write(
       `outbox-relay: slot ${slot} is active (pid ${row.activePid}): stop the relay that streams from it first; nothing changed\n`,
