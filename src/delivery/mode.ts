@@ -37,8 +37,9 @@ export interface DeliveryMode {
   /** After a failed round: an error that ends the relay (exactly-once: this producer was fenced). */
   fatal(): Error | null;
   /**
-   * Headers on what the sweeper publishes (retries, dead-letter copies), which the mode does not
-   * cover: exactly-once marks them at-least-once (DELIVERY_HEADER); at-least-once adds none.
+   * Headers on what is published outside the mode's protocol — the sweeper's retries and
+   * dead-letter copies, a lost slot's table recovery (supervisor/slot-recovery.ts): exactly-once
+   * marks them at-least-once (DELIVERY_HEADER); at-least-once adds none.
    */
   readonly retryHeaders: Readonly<Record<string, string>>;
 }

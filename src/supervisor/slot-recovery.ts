@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.ts';
+import type { DeliveryMode } from '../delivery/mode.ts';
 import { complement, parseIdRanges } from '../lifecycle/id-ranges.ts';
 import type { StoredRow } from '../lifecycle/outbox-row.ts';
 import type { OutboxStore } from '../lifecycle/outbox-store.ts';
@@ -14,6 +15,8 @@ import { currentTimeline } from '../store/timeline.ts';
 export interface RecoveryDeps extends OutcomeDeps {
   config: Config;
   store: OutboxStore;
+  /** The delivery mode's headers for what it does not cover (exactly-once: this pass is at-least-once). */
+  delivery: Pick<DeliveryMode, 'retryHeaders'>;
 }
 
 export interface RecoveryResult {
@@ -84,6 +87,9 @@ async function settleBatch(
   on: string,
 ): Promise<boolean> {
   const items = rows.map((r) => routeItem(rowToEvent(r), route));
+  // The pass publishes outside the mode's protocol (some rows may have reached the broker before
+  // the loss): exactly-once says so on each record, as on the sweeper's (docs/delivery.md).
+  for (const i of items) if (!i.routeError) Object.assign(i.message.headers, d.delivery.retryHeaders);
   const outcomes = await decideBatch(d, items, signal);
   if (!outcomes || !(await recorder.record(items, outcomes, signal, on))) return false;
   for (const o of outcomes) {

@@ -20,6 +20,7 @@ import {
   migrateDb,
   orderViolations,
   type RelayProcess,
+  slotOf,
 } from '../support/relay.ts';
 
 /**
@@ -171,6 +172,42 @@ describe('exactly-once', () => {
     expect(streamed!.headers['x-outbox-delivery']).toBeUndefined();
     expect(resent!.headers['x-outbox-delivery']?.toString()).toBe('at-least-once');
     expect(resent!.value).toEqual(streamed!.value);
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+  }, 200_000);
+  it("marks a lost slot's table recovery at-least-once (x-outbox-delivery), and what it streams after not", async () => {
+    await kafka.createTopic('outbox.event.Gap', 1);
+    const gap = (n: number) => ({
+      aggregateType: 'Gap',
+      aggregateId: 'g',
+      eventType: 'Posted',
+      payload: `{"n":${n}}`,
+    });
+    const records = () => kafka.readAll('outbox.event.Gap');
+    let r = eos();
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+    // While it is down: two events, then the slot dropped — they exist only in the table.
+    await insertEvents(db.pool, [gap(1), gap(2)]);
+    await db.query('SELECT pg_drop_replication_slot($1)', [slotOf(db)]);
+    r = eos();
+    await r.waitForLog(/slot recovery done/, 60_000);
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    await insertEvents(db.pool, [gap(3)]);
+    await waitFor(async () => (await records()).length === 3, {
+      timeoutMs: 30_000,
+      message: 'three records',
+    });
+    const delivery = (await records()).map((m) => [
+      JSON.parse(m.value!.toString()).n,
+      m.headers['x-outbox-delivery']?.toString() ?? null,
+    ]);
+    expect(delivery).toEqual([
+      [1, 'at-least-once'],
+      [2, 'at-least-once'],
+      [3, null],
+    ]);
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
   }, 200_000);

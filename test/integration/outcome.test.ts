@@ -53,6 +53,7 @@ describe('lost-slot recovery records outcomes as the stream does', () => {
         log,
         metrics,
         outages: new OutageLog(log),
+        delivery: { retryHeaders: {} },
       },
       AbortSignal.timeout(30_000),
     );
