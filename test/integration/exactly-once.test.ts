@@ -192,7 +192,7 @@ describe('exactly-once', () => {
     await insertEvents(db.pool, [gap(1), gap(2)]);
     await db.query('SELECT pg_drop_replication_slot($1)', [slotOf(db)]);
     r = eos();
-    await r.waitForLog(/slot recovery done/, 60_000);
+    await r.waitForLog(/published 2 rows committed before the slot existed/, 60_000);
     await r.waitForLog(/streaming from the slot/, 60_000);
     await insertEvents(db.pool, [gap(3)]);
     await waitFor(async () => (await records()).length === 3, {
