@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProgress } from '../../src/sinks/kafka/kafka-progress.ts';
 import {
@@ -145,6 +146,60 @@ describe('exactly-once', () => {
     const keys = records.map((m) => m.key!.toString()).sort();
     const expected = [...Array.from({ length: 20 }, (_, i) => `small-${i}`), 'small-100'].sort();
     expect(keys).toEqual(expected);
+  }, 200_000);
+
+  it("is not fenced by its own commit the progress topic does not show yet (another producer's transaction open on it)", async () => {
+    await kafka.createTopic('outbox.event.Lag', 1);
+    const lag = (n: number): EventRow => ({
+      aggregateType: 'Lag',
+      aggregateId: 'l',
+      eventType: 'Posted',
+      payload: JSON.stringify({ n }),
+    });
+    const r = eos(['--max-attempts', '1']);
+    await r.waitForLog(/streaming from the slot/, 60_000);
+    await insertEvents(db.pool, [lag(1)]);
+    await settled();
+    // Another relay's transaction, open on the shared progress topic: its last stable offset
+    // stays before it, so what this relay commits next is in Kafka but not visible read_committed
+    // (as after a broker restart, before its coordinator has written the commit markers).
+    const other = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).producer({
+      transactionalId: `other-relay-${Date.now()}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await other.connect();
+    const open = await other.transaction();
+    try {
+      await open.send({ topic: kafka.topic('progress'), messages: [{ key: 'other', value: 'x' }] });
+      await insertEvents(db.pool, [lag(2)]);
+      await settled();
+      // A refusal inside the next transaction replaces the producer, which reads the record back.
+      await insertEvents(db.pool, [
+        lag(3),
+        {
+          aggregateType: 'Big',
+          aggregateId: 'huge-lag',
+          eventType: 'Posted',
+          payload: `"${'y'.repeat(5000)}"`,
+        },
+        lag(4),
+      ]);
+      const waited = await Promise.race([
+        r.waitForLog(/progress topic has undecided transactions/, 60_000).then(() => 'waiting'),
+        r.exited.then((code) => `exited (${code})`),
+      ]);
+      expect(waited, r.logs().split('\n').slice(-5).join('\n')).toBe('waiting');
+    } finally {
+      await open.abort().catch(() => {});
+      await other.disconnect();
+    }
+    await settled();
+    expect(r.logs()).not.toMatch(/fenced: this relay stops publishing/);
+    r.kill('SIGTERM');
+    expect(await r.exited).toBe(0);
+    const records = await kafka.readAll('outbox.event.Lag');
+    expect(records.map((m) => (JSON.parse(m.value!.toString()) as { n: number }).n)).toEqual([1, 2, 3, 4]);
   }, 200_000);
 
   it("marks what the sweeper publishes at-least-once (x-outbox-delivery, the mode's retry headers), not what the stream publishes", async () => {

@@ -22,6 +22,7 @@ const Batch = require('kafkajs/src/consumer/batch.js') as new (
   isEmptyIncludingFiltered(): boolean;
 };
 
+const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
 const LATEST = -1;
 const EARLIEST = -2;
@@ -103,6 +104,22 @@ export class TopicLog {
       return Number(r.responses[0]!.partitions[0]!.offset);
     };
     return { earliest: await offset(EARLIEST), stable: await offset(LATEST) };
+  }
+
+  /**
+   * The partition's high watermark: the end of every record written, committed or not. The last
+   * stable offset stays below the first record of any transaction still open there (another
+   * producer's, or one whose commit markers are not written yet); once it reaches this offset,
+   * every transaction that wrote below it is decided, and a read_committed read up to it is whole.
+   */
+  async highWatermark(partition: number): Promise<number> {
+    const broker = await this.#broker(partition);
+    const r = await broker.listOffsets({
+      replicaId: -1,
+      isolationLevel: READ_UNCOMMITTED,
+      topics: [{ topic: this.topic, partitions: [{ partition, timestamp: LATEST }] }],
+    });
+    return Number(r.responses[0]!.partitions[0]!.offset);
   }
 
   /** Calls `each` for every committed record of the partition in [from, end), in offset order. */

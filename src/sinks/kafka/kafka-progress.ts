@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kafka, Partitioners } from 'kafkajs';
 import { TopicLog } from './kafka-log-reader.ts';
 
@@ -43,14 +44,33 @@ export function decodeProgress(value: Buffer | null): KafkaProgress | null {
 }
 
 /**
+ * A read that must see every transaction decided: what it finds is then the latest record, not
+ * the latest one visible yet.
+ */
+export interface WholeRead {
+  /** How long to wait for the open transactions to end; then a (retriable) error. */
+  timeoutMs: number;
+  /** Called once when the read has to wait: `stable` is the last stable offset, `end` the high watermark. */
+  onWait?: (stable: number, end: number) => void;
+}
+
+/**
  * Reads the latest committed progress record of one key: its partition directly (TopicLog),
  * scanning back from the last stable offset in growing windows until the key is found (the
  * active segment is not compacted yet).
+ *
+ * The last stable offset stops at the first record of a transaction still open: another
+ * relay's (the topic is shared, one partition), or this relay's own whose commit markers are not
+ * written yet (a broker that restarted right after acknowledging a commit writes them once its
+ * coordinator has loaded). A read up to it can then miss this relay's newest committed records.
+ * `whole`: first wait until the last stable offset reaches the high watermark read at the start,
+ * so every transaction written before the read is decided and its record seen.
  */
 export async function readLatestProgress(
   kafka: Kafka,
   topic: string,
   key: string,
+  whole?: WholeRead,
 ): Promise<KafkaProgress | null> {
   const log = await TopicLog.open(kafka, topic);
   try {
@@ -60,7 +80,8 @@ export async function readLatestProgress(
       partitionMetadata: log.partitions as never,
       message: { key, value: null },
     });
-    const { earliest, stable } = await log.bounds(partition);
+    let { earliest, stable } = await log.bounds(partition);
+    if (whole) ({ earliest, stable } = await decided(log, partition, { earliest, stable }, whole));
     let end = stable;
     let window = 64;
     while (end > earliest) {
@@ -78,3 +99,28 @@ export async function readLatestProgress(
     await log.close();
   }
 }
+
+/** Waits until the partition's last stable offset reaches its high watermark as it is now (WholeRead). */
+async function decided(
+  log: TopicLog,
+  partition: number,
+  bounds: { earliest: number; stable: number },
+  whole: WholeRead,
+): Promise<{ earliest: number; stable: number }> {
+  const end = await log.highWatermark(partition);
+  const deadline = performance.now() + whole.timeoutMs;
+  let waited = false;
+  while (bounds.stable < end) {
+    if (performance.now() >= deadline)
+      throw new Error(
+        `the progress topic ${log.topic}'s last stable offset stayed at ${bounds.stable}, below its end ${end}, for ${whole.timeoutMs} ms: a transaction on it is still open (the coordinator aborts it at its timeout)`,
+      );
+    if (!waited) whole.onWait?.(bounds.stable, end);
+    waited = true;
+    await sleep(DECIDED_POLL_MS);
+    bounds = await log.bounds(partition);
+  }
+  return bounds;
+}
+
+const DECIDED_POLL_MS = 100;

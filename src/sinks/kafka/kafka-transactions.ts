@@ -70,6 +70,8 @@ export class TransactionalPublisher {
   /** Whether #lastToken was ever set: the first read after our own fencing accepts any token. */
   #knowsLast = false;
   #unresolved: Unresolved | null = null;
+  /** Other processes' tokens this relay read as the last record (at start; a few per process). */
+  readonly #readTokens = new Set<string>();
   readonly #pending = new Set<string>();
   /** The database timeline the ids belong to (KafkaProgress.timeline); null until told. */
   #timeline: string | null = null;
@@ -113,7 +115,7 @@ export class TransactionalPublisher {
     if (this.#fenced) throw this.#fenced;
     if (this.#producer) return this.#producer;
     const replacing = this.#knowsLast;
-    if (replacing) this.#check((await this.#read())?.token ?? null, false);
+    if (replacing) this.#check((await this.#read(false))?.token ?? null, false);
     const p = this.#kafka.producer(this.#config);
     try {
       await p.connect();
@@ -121,7 +123,7 @@ export class TransactionalPublisher {
       // end it empty (no EndTxn is sent for a transaction with no partitions).
       const t = await p.transaction();
       await t.abort();
-      if (replacing) this.#check((await this.#read())?.token ?? null, true);
+      if (replacing) this.#check((await this.#read(true))?.token ?? null, true);
     } catch (e) {
       await p.disconnect().catch(() => {});
       throw this.#fencedOr(e);
@@ -133,10 +135,28 @@ export class TransactionalPublisher {
   /**
    * The latest committed record. Reading is never an event's failure: a missing progress topic
    * is recreated (null: no record), any other error is transient.
+   * `whole`: after every transaction written to the topic so far is decided (readLatestProgress):
+   * the record a decision rests on. Without it, the latest record visible now, which can be an
+   * older one of this relay's (its newest commit's markers not written yet, or another relay's
+   * transaction open on the topic).
    */
-  async #read(): Promise<KafkaProgress | null> {
+  async #read(whole: boolean): Promise<KafkaProgress | null> {
     try {
-      return await readLatestProgress(this.#kafka, this.#c.progressTopic, this.#c.transactionalId);
+      return await readLatestProgress(
+        this.#kafka,
+        this.#c.progressTopic,
+        this.#c.transactionalId,
+        whole
+          ? {
+              timeoutMs: this.#c.transactionTimeoutMs,
+              onWait: (stable, end) =>
+                this.#log.info(
+                  { topic: this.#c.progressTopic, stable, end },
+                  "exactly-once: the progress topic has undecided transactions (commit markers not written yet, or another producer's transaction open); waiting for them before reading the slot's progress record",
+                ),
+            }
+          : undefined,
+      );
     } catch (e) {
       if (await this.#progressTopicLost()) return null;
       // No cause: its Kafka error type would make the refusal look like an event's.
@@ -146,13 +166,19 @@ export class TransactionalPublisher {
 
   /**
    * Compares the latest committed progress token with what this relay knows: its last commit, or
-   * the transaction of unknown outcome (then resolved when `final`, i.e. read after fencing).
+   * the transaction of unknown outcome (then resolved when `final`: read whole, after fencing).
    * Anything else, once this relay committed or read a record, fences it.
+   *
+   * Not `final` (before the replacement's InitProducerId): the read may lag — this relay's newest
+   * commit not visible yet — so only a token this relay neither wrote nor read fences it there.
    */
   #check(token: string | null, final: boolean): void {
     const u = this.#unresolved;
+    if (!final) {
+      if (this.#knowsLast && token !== null && !this.#known(token)) throw this.#foreignRecord(token);
+      return;
+    }
     if (u && token === u.token) {
-      if (!final) return;
       for (const id of u.ids) this.#pending.add(id);
       this.#unresolved = null;
       this.#lastToken = token;
@@ -160,15 +186,28 @@ export class TransactionalPublisher {
       this.#log.info({ token }, 'the transaction of unknown outcome committed');
       return;
     }
-    if (this.#knowsLast && token !== this.#lastToken)
-      throw this.#fence(
-        `the slot's Kafka progress record was written by another producer (token ${token}, this relay's last ${this.#lastToken}): another relay publishes for this slot`,
-      );
-    if (!final) return;
+    if (this.#knowsLast && token !== this.#lastToken) throw this.#foreignRecord(token);
     if (u) this.#log.info({ token: u.token }, 'the transaction of unknown outcome did not commit');
     this.#unresolved = null;
     this.#lastToken = token;
     this.#knowsLast = true;
+    if (token !== null && !this.#own(token)) this.#readTokens.add(token);
+  }
+
+  #foreignRecord(token: string | null): RelayError {
+    return this.#fence(
+      `the slot's Kafka progress record was written by another producer (token ${token}, this relay's last ${this.#lastToken}): another relay publishes for this slot`,
+    );
+  }
+
+  /** A token of this process's transactions. */
+  #own(token: string): boolean {
+    return token.startsWith(`${this.#instance}:`);
+  }
+
+  /** A token this relay wrote, or read as the last one (another process's, before its own commits). */
+  #known(token: string): boolean {
+    return token === this.#lastToken || this.#own(token) || this.#readTokens.has(token);
   }
 
   /** Drops the producer after an error inside a transaction (see the class comment). */
@@ -202,7 +241,7 @@ export class TransactionalPublisher {
    */
   async committed(): Promise<KafkaProgress | null> {
     await this.#ready();
-    const latest = await this.#read();
+    const latest = await this.#read(true);
     this.#check(latest?.token ?? null, true);
     return latest;
   }
