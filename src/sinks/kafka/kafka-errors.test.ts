@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import {
   KafkaJSAggregateError,
   KafkaJSConnectionError,
@@ -11,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import {
   breaksProducer,
   classifyKafkaError,
+  HALF_CONNECTED_BROKER,
   PERMANENT_KAFKA_TYPES,
   PRODUCER_STATE_KAFKA_TYPES,
   TOPIC_LEVEL_KAFKA_TYPES,
@@ -126,6 +128,28 @@ describe('breaksProducer: what an error means for the producer that raised it', 
   it('a permanent refusal (maybe partial: other partitions of the request stored) replaces the producer', () => {
     const e = protocolError('MESSAGE_TOO_LARGE', 10);
     expect(breaksProducer(new KafkaJSAggregateError('Failed to send', [e]))).toBe(true);
+  });
+
+  it("a broker kafkajs holds half-connected replaces the producer (the installed kafkajs' own error)", async () => {
+    // kafkajs' Broker before its ApiVersions answer: what every request on it throws when that
+    // first request failed on a socket that stayed open (HALF_CONNECTED_BROKER).
+    const Broker = createRequire(import.meta.url)('kafkajs/src/broker/index.js') as new (
+      o: object,
+    ) => {
+      metadata(topics: string[]): Promise<unknown>;
+    };
+    const broker = new Broker({
+      connectionPool: { connectionTimeout: 1000, host: 'h', port: 1 },
+      logger: { namespace: () => ({}) },
+    });
+    const e = await broker.metadata(['t']).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect((e as Error).message).toBe(HALF_CONNECTED_BROKER);
+    expect(breaksProducer(e)).toBe(true);
+    expect(breaksProducer(new KafkaJSNonRetriableError(e as Error))).toBe(true);
+    expect(classifyKafkaError(e).class).toBe('transient');
   });
 
   it('transient errors keep the producer: its resend of the same batch is deduplicated by sequence', () => {

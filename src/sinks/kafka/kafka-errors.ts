@@ -77,9 +77,21 @@ function* chain(e: unknown, depth = 0): Generator<KafkaLikeError> {
 }
 
 /**
+ * kafkajs 2.2.4's plain Error for a request on a broker it holds "connected" without request
+ * versions (src/broker/index.js, `notInitializedLookup`): its first ApiVersions request failed on
+ * a socket that stayed open (a broker frozen, or restarting, at that moment). kafkajs never asks
+ * again: every request to that broker fails so, without going out, until the broker closes the
+ * idle socket (connections.max.idle.ms, 10 minutes by default). A new producer connects afresh.
+ * `kafka-errors.test.ts` checks that the installed kafkajs still throws this text.
+ */
+export const HALF_CONNECTED_BROKER = 'Broker not connected';
+
+/**
  * Whether the producer that raised `e` must be replaced before the next send, by what the
  * error means for the producer rather than for the event:
  * - a producer-state error (table above);
+ * - a broker kafkajs holds half-connected (HALF_CONNECTED_BROKER): the request never went out, so
+ *   nothing is sent twice;
  * - any permanent refusal: the broker may have stored the other partitions of the same
  *   request, and kafkajs rolls back the sequence numbers of every partition of a failed
  *   request — the next send to a stored partition would get OUT_OF_ORDER_SEQUENCE_NUMBER for
@@ -88,7 +100,10 @@ function* chain(e: unknown, depth = 0): Generator<KafkaLikeError> {
  * broker deduplicates by sequence number.
  */
 export function breaksProducer(e: unknown): boolean {
-  for (const k of chain(e)) if (k.type && PRODUCER_STATE_KAFKA_TYPES[k.type]) return true;
+  for (const k of chain(e)) {
+    if (k.type && PRODUCER_STATE_KAFKA_TYPES[k.type]) return true;
+    if (k.message === HALF_CONNECTED_BROKER && k.type === undefined) return true;
+  }
   return classifyKafkaError(e).class === 'permanent';
 }
 
