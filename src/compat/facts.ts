@@ -12,7 +12,11 @@ import type { PresetFacts, PresetName } from './preset-facts.ts';
 /** The outbox table's: the relay's own table, every delivery mode, no cutover. */
 const OUTBOX_FACTS: PresetFacts = { noExactlyOnce: null, cutover: false };
 
-const FACTS: Record<PresetName, PresetFacts> = { none: OUTBOX_FACTS, debezium: DEBEZIUM_FACTS };
+/** Every preset's facts by its name; presets.ts' one record a preset takes its facts from here. */
+export const FACTS: Readonly<Record<PresetName, PresetFacts>> = {
+  none: OUTBOX_FACTS,
+  debezium: DEBEZIUM_FACTS,
+};
 
 /** The facts of the preset --compat names (left out, as by the demo: the outbox table). */
 export function presetFactsOf(t: { readonly compat?: PresetName }): PresetFacts {

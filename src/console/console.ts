@@ -10,7 +10,7 @@ import { topicOfEvents } from '../ops/events.ts';
 import { OpsConflictError, OpsInputError, OpsNotFoundError } from '../ops/input-error.ts';
 import type { OpsContext } from '../ops/operator.ts';
 import type { HealthSource } from '../ops/status-report.ts';
-import { SqlState, sqlStateOf } from '../store/pg-errors.ts';
+import { migrateRemedy, SqlState, sqlStateOf } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { qualified } from '../store/sql-ident.ts';
 import { Auth } from './auth.ts';
@@ -131,7 +131,7 @@ export function startConsole(o: ConsoleOptions): ConsoleHandler {
           messagePage(
             x.ctx(),
             'Not migrated',
-            `${errorMessage(e)}: the relay's tables are not created yet in this database. Run \`outbox-relay migrate${preset.cliFlags}\` as the table's owner (docs/upgrading.md), then reload.`,
+            `${errorMessage(e)}: the relay's tables are not created yet in this database. ${migrateRemedy(preset.cliFlags)} Then reload.`,
           ),
         );
       throw e;

@@ -6,6 +6,7 @@ import { canBePoison } from '../supervisor/poison.ts';
 import { toRelayError } from '../supervisor/relay.ts';
 import {
   isTransientSqlState,
+  migrateRemedy,
   PG_ERRORS,
   pgErrorOf,
   SqlState,
@@ -40,6 +41,12 @@ describe('the PostgreSQL error table', () => {
       if (e.class === 'fatal') expect(e.remediation, code).toBeTruthy();
     }
     for (const code of Object.values(SqlState)) expect(pgErrorOf(code), code).toBeDefined();
+  });
+
+  it("42P01's fix, the one text the console's 503 quotes, with a preset's flags in the command", () => {
+    expect(pgErrorOf(SqlState.UNDEFINED_TABLE)?.remediation).toBe(migrateRemedy());
+    expect(migrateRemedy()).toContain('Run `outbox-relay migrate` as');
+    expect(migrateRemedy(' --compat debezium')).toContain('Run `outbox-relay migrate --compat debezium` as');
   });
 
   it('classifies by the code, else by its class', () => {

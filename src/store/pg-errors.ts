@@ -62,6 +62,14 @@ export interface PgErrorEntry {
   remediation?: string;
 }
 
+/**
+ * 42P01's fix, the command that creates the relay's tables: with a preset's flags (its
+ * `cliFlags`, ` --compat debezium`) where the caller knows the preset (the console's 503).
+ */
+export function migrateRemedy(cliFlags = ''): string {
+  return `Run \`outbox-relay migrate${cliFlags}\` as the table's owner (docs/upgrading.md).`;
+}
+
 /** Each named SQLSTATE and class: its class, and the fix where an operator must act. */
 export const PG_ERRORS: Readonly<Record<string, PgErrorEntry>> = {
   [SqlStateClass.CONNECTION_EXCEPTION]: { class: 'transient' },
@@ -98,7 +106,7 @@ export const PG_ERRORS: Readonly<Record<string, PgErrorEntry>> = {
     class: 'permanent',
     remediation: 'ROLLBACK and retry the whole unit of work.',
   },
-  [SqlState.UNDEFINED_TABLE]: { class: 'fatal', remediation: 'Run `outbox-relay migrate`.' },
+  [SqlState.UNDEFINED_TABLE]: { class: 'fatal', remediation: migrateRemedy() },
   [SqlState.INSUFFICIENT_PRIVILEGE]: {
     class: 'fatal',
     remediation: 'Grant the missing privilege to the role (docs/deployment.md, "Roles: least privilege").',

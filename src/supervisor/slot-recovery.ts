@@ -88,8 +88,11 @@ async function settleBatch(
 ): Promise<boolean> {
   const items = rows.map((r) => routeItem(rowToEvent(r), route));
   // The pass publishes outside the mode's protocol (some rows may have reached the broker before
-  // the loss): exactly-once says so on each record, as on the sweeper's (docs/delivery.md).
-  for (const i of items) if (!i.routeError) Object.assign(i.message.headers, d.delivery.retryHeaders);
+  // the loss): exactly-once says so on each record, as on the sweeper's (docs/delivery.md);
+  // at-least-once has no header to add, and the rows are not visited.
+  const headers = d.delivery.retryHeaders;
+  if (Object.keys(headers).length > 0)
+    for (const i of items) if (!i.routeError) Object.assign(i.message.headers, headers);
   const outcomes = await decideBatch(d, items, signal);
   if (!outcomes || !(await recorder.record(items, outcomes, signal, on))) return false;
   for (const o of outcomes) {
