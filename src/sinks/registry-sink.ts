@@ -63,6 +63,10 @@ export class SchemaRegistrySink implements Sink {
     return this.inner.start();
   }
 
+  abandonStart(): void {
+    this.inner.abandonStart?.();
+  }
+
   get exactlyOnce(): ExactlyOnceProgress | undefined {
     return this.inner.exactlyOnce;
   }

@@ -39,6 +39,10 @@ export class SerializedSink implements Sink {
     return this.#inner.start();
   }
 
+  abandonStart(): void {
+    this.#inner.abandonStart?.();
+  }
+
   publish(batch: readonly OutboundMessage[], opts?: PublishOptions): Promise<void> {
     return this.#serial(() => this.#inner.publish(batch, opts));
   }

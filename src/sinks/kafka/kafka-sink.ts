@@ -304,6 +304,20 @@ export class KafkaSink implements Sink {
     return old.disconnect().catch(() => {});
   }
 
+  /**
+   * The relay stopped waiting for start() (--sink-start-timeout-ms): every client the start may
+   * hang on is dropped, without waiting for them (their requests may never be answered); the
+   * next start() connects new ones.
+   */
+  abandonStart(): void {
+    void this.#drop(this.#producer);
+    const admin = this.#probeAdmin;
+    this.#probeAdmin = null;
+    void admin?.disconnect().catch(() => {});
+    this.#topics.abandon();
+    this.transactions?.abandonStart();
+  }
+
   /** The publish in progress: the next one waits for it (the ledger and kafkajs' sequences need one at a time). */
   #tail: Promise<unknown> = Promise.resolve();
 

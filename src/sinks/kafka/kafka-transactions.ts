@@ -74,6 +74,10 @@ export class TransactionalPublisher {
   /** The database timeline the ids belong to (KafkaProgress.timeline); null until told. */
   #timeline: string | null = null;
   #fenced: RelayError | null = null;
+  /** The clients of a start in progress (#ready's producer, #ensureTopic's admin): abandonStart drops them. */
+  readonly #starting = new Set<{ disconnect(): Promise<void> }>();
+  /** abandonStart calls so far: a producer made ready across one is dropped. */
+  #abandoned = 0;
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
   replacements = 0;
@@ -115,6 +119,8 @@ export class TransactionalPublisher {
     const replacing = this.#knowsLast;
     if (replacing) this.#check((await this.#read())?.token ?? null, false);
     const p = this.#kafka.producer(this.#config);
+    const abandoned = this.#abandoned;
+    this.#starting.add(p);
     try {
       await p.connect();
       // kafkajs initializes the transactional producer id at its first transaction: begin one and
@@ -122,9 +128,13 @@ export class TransactionalPublisher {
       const t = await p.transaction();
       await t.abort();
       if (replacing) this.#check((await this.#read())?.token ?? null, true);
+      // The start that waited for it was abandoned meanwhile: a later one makes its own.
+      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
     } catch (e) {
       await p.disconnect().catch(() => {});
       throw this.#fencedOr(e);
+    } finally {
+      this.#starting.delete(p);
     }
     this.#producer = p;
     return p;
@@ -361,8 +371,9 @@ export class TransactionalPublisher {
 
   async #ensureTopic(): Promise<void> {
     const admin = this.#kafka.admin();
-    await admin.connect();
+    this.#starting.add(admin);
     try {
+      await admin.connect();
       const topics = await admin.listTopics();
       if (topics.includes(this.#c.progressTopic)) return;
       await admin
@@ -384,8 +395,20 @@ export class TransactionalPublisher {
         });
       this.#log.info({ topic: this.#c.progressTopic }, 'created the exactly-once progress topic');
     } finally {
+      this.#starting.delete(admin);
       await admin.disconnect().catch(() => {});
     }
+  }
+
+  /**
+   * The sink's start was abandoned (--sink-start-timeout-ms): the clients it may hang on (the
+   * producer being made ready, the admin of the progress topic) are disconnected, and a
+   * producer whose InitProducerId still comes through is not kept.
+   */
+  abandonStart(): void {
+    this.#abandoned++;
+    for (const c of this.#starting) void c.disconnect().catch(() => {});
+    this.#starting.clear();
   }
 
   /**
