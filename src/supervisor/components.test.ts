@@ -99,6 +99,15 @@ describe('the sink component', () => {
     expect(calls).toEqual(['start', 'abandonStart', 'start', 'stop']);
   });
 
+  it('a sink without abandonStart: the start is left to settle by itself, the message says no client was dropped', async () => {
+    const { sink } = hangingSink(1);
+    delete sink.abandonStart;
+    const c = new SinkComponent(sink, new OutageLog(silentLogger()), new RelayMetrics(), 50);
+    await expect(c.start()).rejects.toThrow(
+      'the kafka sink did not start within 50 ms (--sink-start-timeout-ms): it is started again after the back-off',
+    );
+  });
+
   it('a start that fails before the timeout is a broker outage, not abandoned', async () => {
     const calls: string[] = [];
     const { sink } = hangingSink(0);

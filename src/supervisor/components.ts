@@ -57,9 +57,9 @@ export class Components {
  * sink that cannot start is a broker outage (retried), except --kafka-topics verify's verdict.
  * A start that takes longer than --sink-start-timeout-ms fails the round the same way: the sink
  * drops the clients it may hang on (Sink.abandonStart) and the next round starts it afresh. A
- * client can wait far longer than any of its own timeouts: kafkajs 2.2.4 on a broker frozen
- * across its first request keeps the socket "connected" without request versions, and every
- * request on it fails until the broker closes it, 10 minutes later (src/sinks/kafka/kafkajs/README.md).
+ * start is several requests, each retried by its client (kafkajs: connect, metadata, the producer
+ * id; --kafka-topics waits for leaders): against a broker that accepts connections and never
+ * answers (frozen), their timeouts add up, and nothing else bounds the round.
  */
 export class SinkComponent implements Component {
   readonly name = 'sink';
@@ -121,7 +121,7 @@ export class SinkComponent implements Component {
     const name = this.#sink.name;
     return new RelayError(
       ErrorCode.BROKER_UNAVAILABLE,
-      `the ${name} sink did not start within ${this.#timeoutMs} ms (--sink-start-timeout-ms): its clients were dropped; it is started again after the back-off`,
+      `the ${name} sink did not start within ${this.#timeoutMs} ms (--sink-start-timeout-ms): ${this.#sink.abandonStart ? 'its clients were dropped; ' : ''}it is started again after the back-off`,
       {
         retriable: true,
         details: { sink: name, timeoutMs: this.#timeoutMs },
