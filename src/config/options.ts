@@ -182,6 +182,17 @@ const TABLE = [
     commands: TOPICS,
   },
   {
+    key: 'sinkStartTimeoutMs',
+    flag: 'sink-start-timeout-ms',
+    env: 'OUTBOX_SINK_START_TIMEOUT_MS',
+    type: 'int',
+    default: 30000,
+    min: 100,
+    group: 'Sink',
+    doc: 'How long the sink\u2019s start may take (connecting; for Kafka also --kafka-topics and the producer id, transactional with --delivery exactly-once). Past it the start counts as a broker outage: the sink drops its clients and the relay starts it again after the usual back-off; nothing is confirmed meanwhile. A start that waits on a frozen or half-open broker would otherwise wait as long as the client does (kafkajs: until the broker closes the socket, 10 minutes).',
+    commands: RUN,
+  },
+  {
     key: 'kafkaBrokers',
     flag: 'kafka-brokers',
     env: 'KAFKA_BROKERS',

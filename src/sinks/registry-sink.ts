@@ -33,6 +33,7 @@ export type SchemaRegistryConfig = Pick<
  */
 export class SchemaRegistrySink implements Sink {
   readonly name: string;
+  readonly abandonStart?: () => void;
   /** The sink that publishes the framed batches. */
   readonly inner: Sink;
   readonly #client: RegistryClient;
@@ -44,6 +45,8 @@ export class SchemaRegistrySink implements Sink {
   constructor(inner: Sink, c: SchemaRegistryConfig) {
     this.inner = inner;
     this.name = inner.name;
+    // Only where the inner sink has one (the relay's message says whether clients were dropped).
+    if (inner.abandonStart) this.abandonStart = () => inner.abandonStart?.();
     this.#c = c;
     this.#client = new RegistryClient({
       url: c.schemaRegistryUrl ?? '',

@@ -9,6 +9,7 @@ import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
  */
 export class SerializedSink implements Sink {
   readonly name: string;
+  readonly abandonStart?: () => void;
   readonly #inner: Sink;
   #tail: Promise<unknown> = Promise.resolve();
 
@@ -17,6 +18,8 @@ export class SerializedSink implements Sink {
   constructor(inner: Sink) {
     this.#inner = inner;
     this.name = inner.name;
+    // Only where the inner sink has one (the relay's message says whether clients were dropped).
+    if (inner.abandonStart) this.abandonStart = () => inner.abandonStart?.();
     const eo = inner.exactlyOnce;
     // Reading Kafka's progress may replace the transactional producer: never beside a publish.
     if (eo)

@@ -55,25 +55,33 @@ export class Components {
 /**
  * The sink, started once (the first round that gets this far) and stopped at the relay's end. A
  * sink that cannot start is a broker outage (retried), except --kafka-topics verify's verdict.
+ * A start that takes longer than --sink-start-timeout-ms fails the round the same way: the sink
+ * drops the clients it may hang on (Sink.abandonStart) and the next round starts it afresh. A
+ * start is several requests, each retried by its client (kafkajs: connect, metadata, the producer
+ * id; --kafka-topics waits for leaders): against a broker that accepts connections and never
+ * answers (frozen), their timeouts add up, and nothing else bounds the round.
  */
 export class SinkComponent implements Component {
   readonly name = 'sink';
   readonly #sink: Sink;
   readonly #outages: OutageLog;
   readonly #metrics: RelayMetrics;
+  readonly #timeoutMs: number;
   #started = false;
 
-  constructor(sink: Sink, outages: OutageLog, metrics: RelayMetrics) {
+  constructor(sink: Sink, outages: OutageLog, metrics: RelayMetrics, startTimeoutMs: number) {
     this.#sink = sink;
     this.#outages = outages;
     this.#metrics = metrics;
+    this.#timeoutMs = startTimeoutMs;
   }
 
   async start(): Promise<void> {
     if (this.#started) return;
-    await this.#sink.start().catch((e) => {
+    await this.#bounded().catch((e) => {
       // --kafka-topics verify found topics missing: the relay's own verdict, it ends the relay (exit 78).
       if (e instanceof RelayError && e.code === ErrorCode.KAFKA_TOPICS_NOT_READY) throw e;
+      if (e === TIMED_OUT) throw this.#timedOut();
       // E.g. CLUSTER_AUTHORIZATION_FAILED: the principal may not get a producer id. Not
       // about any event: nothing is failed, the relay waits and retries.
       const cls = this.#sink.classify(e);
@@ -88,7 +96,44 @@ export class SinkComponent implements Component {
     this.#metrics.brokerOutage.set(0);
   }
 
+  /** The sink's start, or TIMED_OUT after --sink-start-timeout-ms (the start is then abandoned). */
+  async #bounded(): Promise<void> {
+    const start = this.#sink.start();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(TIMED_OUT), this.#timeoutMs);
+    });
+    try {
+      await Promise.race([start, timeout]);
+    } catch (e) {
+      if (e === TIMED_OUT) {
+        // It may still settle: nobody waits for it any more.
+        start.catch(() => {});
+        this.#sink.abandonStart?.();
+      }
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #timedOut(): RelayError {
+    const name = this.#sink.name;
+    return new RelayError(
+      ErrorCode.BROKER_UNAVAILABLE,
+      `the ${name} sink did not start within ${this.#timeoutMs} ms (--sink-start-timeout-ms): ${this.#sink.abandonStart ? 'its clients were dropped; ' : ''}it is started again after the back-off`,
+      {
+        retriable: true,
+        details: { sink: name, timeoutMs: this.#timeoutMs },
+        fix: `check that the ${name} brokers are up and answer (a frozen or overloaded broker accepts connections but does not reply); raise --sink-start-timeout-ms if they are only slow to answer at start.`,
+      },
+    );
+  }
+
   async stop(): Promise<void> {
     if (this.#started) await this.#sink.stop();
   }
 }
+
+/** The rejection of a sink's start past --sink-start-timeout-ms (never an error of the sink). */
+const TIMED_OUT = Symbol('sink start timed out');

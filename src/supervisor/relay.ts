@@ -391,7 +391,7 @@ export class Relay {
             round().slot = await this.#slots.openSlot(pool, store);
           },
         },
-        new SinkComponent(this.#sink, this.#outages, this.metrics),
+        new SinkComponent(this.#sink, this.#outages, this.metrics, c.sinkStartTimeoutMs),
         // Exactly-once: what Kafka committed (read after fencing older producers) joins
         // PostgreSQL's progress record before anything is streamed or recovered.
         { name: 'delivery mode', start: () => this.#delivery.sync(store) },

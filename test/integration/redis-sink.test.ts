@@ -223,6 +223,32 @@ describe('Redis Streams sink', () => {
     expect(rep.markers).toBe(1);
   });
 
+  it('a server frozen before the sink starts: the start fails within --redis-timeout-ms (transient), and succeeds once thawed', async () => {
+    const config = redisConfig('frozen-start');
+    const s = new RedisSink(config, silentLogger());
+    onTestFinished(async () => {
+      redis.thaw();
+      await s.stop();
+    });
+    redis.freeze();
+    await redis.frozen();
+    const t0 = Date.now();
+    const failed = await s.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const ms = Date.now() - t0;
+    console.log(
+      `Redis frozen at start: the start failed after ${ms} ms (--redis-timeout-ms ${config.redisTimeoutMs})`,
+    );
+    expect(failed).toBeInstanceOf(Error);
+    expect(s.classify(failed).class).toBe('transient');
+    // ioredis alone: 3 – 4 × the timeout (its handshake's commands one after another, then the close).
+    expect(ms).toBeLessThan(config.redisTimeoutMs * 1.75);
+    redis.thaw();
+    await s.start();
+  });
+
   it('relay kill -9 storm: every kill while scripts are in flight; 0 lost, 0 stored twice, key order kept', async () => {
     const args = [
       'run',

@@ -269,12 +269,53 @@ export class KafkaSink implements Sink {
     return this.#topics.created;
   }
 
+  /**
+   * The producer's connection, shared by whoever waits for it. A failed connect drops the
+   * producer (and its connections) for a new one: kafkajs 2.2.4 keeps a broker whose first
+   * ApiVersions request failed (a frozen broker: a time-out) on its open socket, "connected" but
+   * without request versions, and every later request of that producer to it fails `Broker not
+   * connected` until the broker closes the idle socket (connections.max.idle.ms, 10 minutes).
+   * The next attempt connects afresh.
+   */
   #connect(): Promise<void> {
-    this.#connected ??= this.#producer.connect().catch((e: unknown) => {
-      this.#connected = null;
+    if (this.#connected) return this.#connected;
+    const producer = this.#producer;
+    const connected = producer.connect().catch((e: unknown) => {
+      // At debug: the relay's outage log says once that the sink cannot start, and why.
+      this.#log.debug(
+        { err: classifyKafkaError(e).message },
+        'Kafka producer could not connect: dropping it, the next attempt connects afresh',
+      );
+      void this.#drop(producer);
       throw e;
     });
-    return this.#connected;
+    this.#connected = connected;
+    return connected;
+  }
+
+  /**
+   * Drops `old` (if it is still the current producer) for a new one, not yet connected; resolves
+   * once `old` is disconnected (its requests in flight end first).
+   */
+  #drop(old: Producer): Promise<void> {
+    if (this.#producer !== old) return Promise.resolve();
+    this.#producer = this.#kafka.producer(this.#producerConfig);
+    this.#connected = null;
+    return old.disconnect().catch(() => {});
+  }
+
+  /**
+   * The relay stopped waiting for start() (--sink-start-timeout-ms): every client the start may
+   * hang on is dropped, without waiting for them (their requests may never be answered); the
+   * next start() connects new ones.
+   */
+  abandonStart(): void {
+    void this.#drop(this.#producer);
+    const admin = this.#probeAdmin;
+    this.#probeAdmin = null;
+    void admin?.disconnect().catch(() => {});
+    this.#topics.abandon();
+    this.transactions?.abandonStart();
   }
 
   /** The publish in progress: the next one waits for it (the ledger and kafkajs' sequences need one at a time). */
@@ -373,14 +414,12 @@ export class KafkaSink implements Sink {
   /** Drops `old` (if it is still the current producer) for a new one: new producer id, fresh sequence numbers. */
   async #replace(old: Producer, cause: unknown): Promise<void> {
     if (this.#producer !== old) return;
-    this.#producer = this.#kafka.producer(this.#producerConfig);
-    this.#connected = null;
     this.producerReplacements++;
     this.#log.warn(
       { reason: classifyKafkaError(cause).reason },
       'replacing the Kafka producer (its sequence state may no longer match the broker): events already stored may be sent again (duplicates, never losses)',
     );
-    await old.disconnect().catch(() => {});
+    await this.#drop(old);
   }
 
   classify(e: unknown): Classified {

@@ -51,6 +51,8 @@ export class TopicProvisioner {
   readonly #done = new Set<string>();
   /** Topics this process created (tests, logs). */
   readonly created: string[] = [];
+  /** The admin clients in use (#withAdmin). */
+  readonly #admins = new Set<Admin>();
 
   constructor(kafka: Kafka, mode: TopicsMode, settings: TopicSettingsConfig, log: Logger) {
     this.#kafka = kafka;
@@ -165,14 +167,23 @@ export class TopicProvisioner {
     });
   }
 
+  /** A new admin client for `fn`, disconnected after it (after a failed connect too: no half-open socket left). */
   async #withAdmin<T>(fn: (admin: Admin) => Promise<T>): Promise<T> {
     const admin = this.#kafka.admin();
-    await admin.connect();
+    this.#admins.add(admin);
     try {
+      await admin.connect();
       return await fn(admin);
     } finally {
+      this.#admins.delete(admin);
       await admin.disconnect().catch(() => {});
     }
+  }
+
+  /** The sink's start was abandoned (--sink-start-timeout-ms): the admin clients in use are disconnected. */
+  abandon(): void {
+    for (const admin of this.#admins) void admin.disconnect().catch(() => {});
+    this.#admins.clear();
   }
 }
 

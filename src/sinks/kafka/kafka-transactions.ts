@@ -76,6 +76,10 @@ export class TransactionalPublisher {
   /** The database timeline the ids belong to (KafkaProgress.timeline); null until told. */
   #timeline: string | null = null;
   #fenced: RelayError | null = null;
+  /** The clients of a start in progress (#ready's producer, #ensureTopic's admin): abandonStart drops them. */
+  readonly #starting = new Set<{ disconnect(): Promise<void> }>();
+  /** abandonStart calls so far: a producer made ready across one is dropped. */
+  #abandoned = 0;
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
   replacements = 0;
@@ -117,6 +121,8 @@ export class TransactionalPublisher {
     const replacing = this.#knowsLast;
     if (replacing) this.#check((await this.#read(false))?.token ?? null, false);
     const p = this.#kafka.producer(this.#config);
+    const abandoned = this.#abandoned;
+    this.#starting.add(p);
     try {
       await p.connect();
       // kafkajs initializes the transactional producer id at its first transaction: begin one and
@@ -124,9 +130,13 @@ export class TransactionalPublisher {
       const t = await p.transaction();
       await t.abort();
       if (replacing) this.#check((await this.#read(true))?.token ?? null, true);
+      // The start that waited for it was abandoned meanwhile: a later one makes its own.
+      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
     } catch (e) {
       await p.disconnect().catch(() => {});
       throw this.#fencedOr(e);
+    } finally {
+      this.#starting.delete(p);
     }
     this.#producer = p;
     return p;
@@ -400,8 +410,9 @@ export class TransactionalPublisher {
 
   async #ensureTopic(): Promise<void> {
     const admin = this.#kafka.admin();
-    await admin.connect();
+    this.#starting.add(admin);
     try {
+      await admin.connect();
       const topics = await admin.listTopics();
       if (topics.includes(this.#c.progressTopic)) return;
       await admin
@@ -423,8 +434,20 @@ export class TransactionalPublisher {
         });
       this.#log.info({ topic: this.#c.progressTopic }, 'created the exactly-once progress topic');
     } finally {
+      this.#starting.delete(admin);
       await admin.disconnect().catch(() => {});
     }
+  }
+
+  /**
+   * The sink's start was abandoned (--sink-start-timeout-ms): the clients it may hang on (the
+   * producer being made ready, the admin of the progress topic) are disconnected, and a
+   * producer whose InitProducerId still comes through is not kept.
+   */
+  abandonStart(): void {
+    this.#abandoned++;
+    for (const c of this.#starting) void c.disconnect().catch(() => {});
+    this.#starting.clear();
   }
 
   /**

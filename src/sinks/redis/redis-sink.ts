@@ -54,6 +54,8 @@ export class RedisSink implements Sink {
   readonly #log: Logger;
   #client: Redis | null = null;
   #opening: Promise<Redis> | null = null;
+  /** The client #opening sets up (not yet #client). */
+  #connecting: Redis | null = null;
   #maxBulk = DEFAULT_MAX_BULK;
   #tail: Promise<unknown> = Promise.resolve();
   /** Events the script found stored already: re-sends that were not stored twice (tests, logs). */
@@ -113,14 +115,17 @@ export class RedisSink implements Sink {
         client.on('end', () => {
           if (this.#client === client) this.#client = null;
         });
+        this.#connecting = client;
         try {
-          await client.connect();
+          await connectWithin(client, timeout);
           // Loaded on every connection: a restarted server has an empty script cache.
           await client.script('LOAD', DEDUP_SCRIPT);
           this.#maxBulk = await maxBulk(client);
         } catch (e) {
           client.disconnect();
           throw reason ?? e;
+        } finally {
+          if (this.#connecting === client) this.#connecting = null;
         }
         this.connections++;
         this.#client = client;
@@ -130,6 +135,15 @@ export class RedisSink implements Sink {
       }
     })();
     return this.#opening;
+  }
+
+  /**
+   * The relay stopped waiting for start() (--sink-start-timeout-ms): the connection being opened
+   * is closed (its setup fails, within --redis-timeout-ms at most), as is an open one.
+   */
+  abandonStart(): void {
+    this.#connecting?.disconnect();
+    this.#drop();
   }
 
   /** Closes the connection: what is in flight on it fails, late replies are never read. */
@@ -245,6 +259,29 @@ export class RedisSink implements Sink {
     const client = this.#client;
     this.#client = null;
     if (client) await client.quit().catch(() => client.disconnect());
+  }
+}
+
+/**
+ * client.connect(), failed after `ms`. ioredis bounds the TCP connect (connectTimeout) and each
+ * command of its handshake (commandTimeout), not the handshake: a server that accepts the
+ * connection and then does not answer (frozen) held connect() 3 – 4 × --redis-timeout-ms, a
+ * disconnect() meanwhile still ~2 s more (until the socket's end).
+ */
+async function connectWithin(client: Redis, ms: number): Promise<void> {
+  const connected = client.connect();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      connected.catch(() => {});
+      client.disconnect();
+      reject(new Error(`Redis connect timed out: no answer within ${ms} ms (--redis-timeout-ms)`));
+    }, ms);
+  });
+  try {
+    await Promise.race([connected, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

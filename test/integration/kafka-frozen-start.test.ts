@@ -1,0 +1,112 @@
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { type DedicatedKafka, startDedicatedKafka } from '../support/kafka.ts';
+import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { insertEvents, migrateDb, type RelayProcess, spawnRelay } from '../support/relay.ts';
+
+/**
+ * A broker frozen (SIGSTOP) across the relay's start, then thawed. kafkajs 2.2.4 keeps the socket
+ * of a broker whose first ApiVersions request timed out: "connected", but without request
+ * versions, so every later request on it fails `Broker not connected` until the broker closes the
+ * idle socket (connections.max.idle.ms, 10 minutes). Before the fix the sink's start never
+ * recovered (0 of 200 events published a minute after the thaw); now a failed connect drops the
+ * producer and the next attempt connects afresh (src/sinks/kafka/kafka-sink.ts).
+ */
+const db = useTestDatabase();
+let kafka: DedicatedKafka;
+let relay: RelayProcess | null = null;
+let frozen = false;
+
+const KEYS = 10;
+const EVENTS = 200;
+
+beforeAll(async () => {
+  [kafka] = await Promise.all([startDedicatedKafka(), migrateDb(db)]);
+  await Promise.all([kafka.createTopic('outbox.event.Frozen', 3), kafka.createTopic('outbox.event.Hung', 3)]);
+});
+
+afterEach(async () => {
+  if (frozen) kafka.cluster.signal(1, 'SIGCONT');
+  frozen = false;
+  if (relay) {
+    relay.kill('SIGKILL');
+    await relay.exited;
+  }
+  relay = null;
+});
+
+afterAll(async () => {
+  await kafka?.stop();
+});
+
+async function pending(type: string): Promise<number> {
+  const r = await db.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM outbox_with_status WHERE aggregate_type = $1 AND status <> 'published'`,
+    [type],
+  );
+  return Number(r[0]!.n);
+}
+
+/**
+ * 200 rows of `type` inserted, the broker frozen, the relay started (`args`); once the relay logs
+ * `failed` (its first failed start of the sink), the broker thawed; then every row published,
+ * and each event read back once, each key's events in order.
+ */
+async function frozenAcrossStart(type: string, args: string[], failed: RegExp): Promise<void> {
+  const rows = Array.from({ length: EVENTS }, (_, i) => {
+    const key = `k${i % KEYS}`;
+    const seq = Math.floor(i / KEYS);
+    return { aggregateType: type, aggregateId: key, eventType: 'E', payload: JSON.stringify({ key, seq }) };
+  });
+  await insertEvents(db.pool, rows);
+
+  kafka.cluster.signal(1, 'SIGSTOP');
+  frozen = true;
+  relay = spawnRelay(db, kafka, args);
+  // The relay's first failed start of the sink, then the thaw.
+  await relay.waitForLog(failed, 90_000);
+  kafka.cluster.signal(1, 'SIGCONT');
+  frozen = false;
+  const thawedAt = Date.now();
+
+  // Bounded generously (a busy machine), and by progress: 120 s without one more row published.
+  await waitFor(async () => (await pending(type)) === 0, {
+    timeoutMs: 120_000,
+    intervalMs: 300,
+    progress: () => pending(type),
+    capMs: 300_000,
+    message: async () =>
+      `every row published (${await pending(type)} of ${EVENTS} not yet); relay logs:\n${relay!.logs().slice(-3000)}`,
+  });
+  const recoveredMs = Date.now() - thawedAt;
+
+  // Read back from Kafka: each event once, and each key's events in order.
+  const records = await kafka.readAll(`outbox.event.${type}`);
+  const byKey = new Map<string, number[]>();
+  for (const r of records) {
+    const { key, seq } = JSON.parse(r.value!.toString()) as { key: string; seq: number };
+    expect(r.key!.toString()).toBe(key);
+    let seqs = byKey.get(key);
+    if (!seqs) byKey.set(key, (seqs = []));
+    seqs.push(seq);
+  }
+  const expected = Array.from({ length: EVENTS / KEYS }, (_, s) => s);
+  expect(records.length).toBe(EVENTS);
+  for (let k = 0; k < KEYS; k++) expect(byKey.get(`k${k}`), `key k${k}`).toEqual(expected);
+  console.log(
+    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw`,
+  );
+}
+
+it('a broker frozen across the relay start, then thawed: the start recovers and every event is published once, in key order', async () => {
+  // The first connect's ApiVersions request times out (5 s): the start fails, the producer is dropped.
+  await frozenAcrossStart('Frozen', [], /"msg":"broker unavailable: cannot start the kafka sink/);
+}, 420_000);
+
+it('a start that outlasts --sink-start-timeout-ms is abandoned (its clients dropped) and started again after the back-off', async () => {
+  // 2 s: the start is abandoned before the ApiVersions request times out.
+  await frozenAcrossStart(
+    'Hung',
+    ['--sink-start-timeout-ms', '2000'],
+    /"msg":"broker unavailable: the kafka sink did not start within 2000 ms \(--sink-start-timeout-ms\)/,
+  );
+}, 420_000);
