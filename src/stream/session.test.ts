@@ -138,7 +138,7 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
     expect(s.session.confirmedLsn).toBe(0x1950n);
     s.h.onData(...xlog(0x5000n, message(0x5000n, false)));
     expect(s.session.confirmedLsn).toBe(0x5000n);
-    // Status updates go out at most every 10 ms: the last position follows shortly.
+    // Status updates go out at most every 50 ms: the last position follows shortly.
     await vi.waitFor(() => expect(s.conn.flushed.at(-1)).toBe(0x5000n));
     s.stop.abort();
     await s.done;
