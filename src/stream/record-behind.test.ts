@@ -7,8 +7,11 @@ import { PROGRESS_LINGER_MS, RecordBehind } from './record-behind.ts';
 
 const txn: TxnEntry = { endLsn: 0n, pending: 0, committed: true };
 /** A live stream's batch: one event. */
-const one = (id: number): Pending[] => [{ message: { bytes: 1, event: { id: String(id) } } as unknown as OutboundMessage, txn }];
-const ids = (batch: Pending[]) => batch.map((p) => (p.message as unknown as { event: { id: string } }).event.id);
+const one = (id: number): Pending[] => [
+  { message: { bytes: 1, event: { id: String(id) } } as unknown as OutboundMessage, txn },
+];
+const ids = (batch: Pending[]) =>
+  batch.map((p) => (p.message as unknown as { event: { id: string } }).event.id);
 
 function recorder(signal = new AbortController().signal) {
   const recorded: string[][] = [];
