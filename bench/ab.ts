@@ -17,7 +17,8 @@
  * socket writes to the broker and to PostgreSQL — progress statements, standby status updates —
  * and any other write(2)/writev(2), e.g. a worker thread's wake-up) and events per publish (the
  * events ÷ the batches published, its /metrics outbox_publish_batch_seconds_count over the run:
- * with one broker, a batch is one Produce request).
+ * with one broker, a batch is one Produce request, one write); "besides a publish's" = writes per
+ * event − publishes per event: mostly the progress statements and status updates.
  *
  * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
  * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
@@ -239,7 +240,7 @@ async function liveRounds(
         const x = await run(v, liveSeconds);
         results[v].push(x);
         console.log(
-          `round ${r + 1} ${v}: p50 ${f(x.dist.p50)} p99 ${f(x.dist.p99)} max ${f(x.dist.max)} ms, relay ${x.cpuUs.toFixed(0)} µs/event, ${x.writesPerEvent.toFixed(3)} writes/event, ${f(x.eventsPerPublish)} events/publish, missing ${x.missing}`,
+          `round ${r + 1} ${v}: p50 ${f(x.dist.p50)} p99 ${f(x.dist.p99)} max ${f(x.dist.max)} ms, relay ${x.cpuUs.toFixed(0)} µs/event, ${x.writesPerEvent.toFixed(3)} writes/event (${(x.writesPerEvent - 1 / x.eventsPerPublish).toFixed(3)} besides a publish's), ${f(x.eventsPerPublish)} events/publish, missing ${x.missing}`,
         );
       }
     }
@@ -249,7 +250,7 @@ async function liveRounds(
     for (const v of ['a', 'b'] as const) {
       const xs = results[v];
       console.log(
-        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): p50 ${f(median(xs.map((x) => x.dist.p50)))} p99 ${f(median(xs.map((x) => x.dist.p99)))} max ${f(median(xs.map((x) => x.dist.max)))} (${f(Math.max(...xs.map((x) => x.dist.max)))}) ms, relay ${median(xs.map((x) => x.cpuUs)).toFixed(0)} µs/event, ${median(xs.map((x) => x.writesPerEvent)).toFixed(3)} writes/event, ${f(median(xs.map((x) => x.eventsPerPublish)))} events/publish`,
+        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): p50 ${f(median(xs.map((x) => x.dist.p50)))} p99 ${f(median(xs.map((x) => x.dist.p99)))} max ${f(median(xs.map((x) => x.dist.max)))} (${f(Math.max(...xs.map((x) => x.dist.max)))}) ms, relay ${median(xs.map((x) => x.cpuUs)).toFixed(0)} µs/event, ${median(xs.map((x) => x.writesPerEvent)).toFixed(3)} writes/event (${median(xs.map((x) => x.writesPerEvent - 1 / x.eventsPerPublish)).toFixed(3)} besides a publish's), ${f(median(xs.map((x) => x.eventsPerPublish)))} events/publish`,
       );
     }
   } finally {
