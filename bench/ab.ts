@@ -12,7 +12,13 @@
  * writer, commit → ack time as the sink's reader sees it: Kafka's LogAppendTime, bench/sinks.ts for
  * the others) of each variant in turn on one server, after the bulk warm-up drain and one
  * uncounted 20 s live run: a latency tail moves by more between two runs than most changes move
- * it, so only interleaved rounds compare.
+ * it, so only interleaved rounds compare. Beside the tail and the relay's CPU per event, each live
+ * run prints the relay's write syscalls per event (/proc/PID/io syscw over the run ÷ events: its
+ * socket writes to the broker and to PostgreSQL — progress statements, standby status updates —
+ * and any other write(2)/writev(2), e.g. a worker thread's wake-up) and events per publish (the
+ * events ÷ the batches published, its /metrics outbox_publish_batch_seconds_count over the run:
+ * with one broker, a batch is one Produce request, one write); "besides a publish's" = writes per
+ * event − publishes per event: mostly the progress statements and status updates.
  *
  * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
  * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
@@ -23,7 +29,7 @@
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { LocalKafkaCluster } from '../src/dev/local-kafka.ts';
+import { freePort, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
@@ -31,7 +37,7 @@ import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';
 import { measureLive, measureLiveWith } from './live.ts';
 import { postmasterPid } from './pg-cpu.ts';
-import { cpuSeconds, jitQuiet } from './proc.ts';
+import { cpuSeconds, jitQuiet, writeSyscalls } from './proc.ts';
 import { type Drain, drainRelay, type PgContext, startRelay } from './relay.ts';
 import { type BenchSink, BROKER_SINKS, type SinkName, startBenchSink } from './sinks.ts';
 import { type Dist, median, us } from './stats.ts';
@@ -181,16 +187,22 @@ async function liveRounds(
   const kafka = broker?.client('ab-live');
   const admin = kafka?.admin();
   await admin?.connect();
-  type Run = { dist: Dist; cpuUs: number; missing: number };
+  type Run = { dist: Dist; cpuUs: number; missing: number; writesPerEvent: number; eventsPerPublish: number };
   const results: Record<'a' | 'b', Run[]> = { a: [], b: [] };
   let n = 0;
   const run = async (v: 'a' | 'b', seconds: number): Promise<Run> => {
     const name = `live_${v}_${n++}`;
     await createSlots(db, [name]);
     if (admin) await createLogAppendTopic(admin, `outbox.event.${name}`);
-    const relay = startRelay(url, name, [...args, ...relayArgs[v]], cli(variants[v]), nodeArgs[v]);
+    // /metrics on a free port of its own: the batches it published.
+    const port = await freePort();
+    const http = ['--http-host', '127.0.0.1', '--http-port', String(port)];
+    const relay = startRelay(url, name, [...args, ...http, ...relayArgs[v]], cli(variants[v]), nodeArgs[v]);
     try {
       await relay.streaming;
+      const pid = relay.child.pid!;
+      const published0 = await publishedBatches(port);
+      const writes0 = writeSyscalls(pid);
       const cpu0 = cpuSeconds(relay.child.pid!);
       const live = broker
         ? await measureLive(
@@ -204,10 +216,15 @@ async function liveRounds(
           )
         : await measureLiveWith(sink!.liveReader(name), url, name, liveRate, seconds);
       const cpu = cpuSeconds(relay.child.pid!) - cpu0;
+      const writes = writeSyscalls(pid) - writes0;
+      const published = (await publishedBatches(port)) - published0;
+      const events = live.dist.n + live.warmup.n;
       return {
         dist: live.dist,
-        cpuUs: us(cpu, live.dist.n + live.warmup.n),
+        cpuUs: us(cpu, events),
         missing: live.missing,
+        writesPerEvent: writes / events,
+        eventsPerPublish: events / published,
       };
     } finally {
       await relay.stop();
@@ -223,7 +240,7 @@ async function liveRounds(
         const x = await run(v, liveSeconds);
         results[v].push(x);
         console.log(
-          `round ${r + 1} ${v}: p50 ${f(x.dist.p50)} p99 ${f(x.dist.p99)} max ${f(x.dist.max)} ms, relay ${x.cpuUs.toFixed(0)} µs/event, missing ${x.missing}`,
+          `round ${r + 1} ${v}: p50 ${f(x.dist.p50)} p99 ${f(x.dist.p99)} max ${f(x.dist.max)} ms, relay ${x.cpuUs.toFixed(0)} µs/event, ${x.writesPerEvent.toFixed(3)} writes/event (${(x.writesPerEvent - 1 / x.eventsPerPublish).toFixed(3)} besides a publish's), ${f(x.eventsPerPublish)} events/publish, missing ${x.missing}`,
         );
       }
     }
@@ -233,12 +250,20 @@ async function liveRounds(
     for (const v of ['a', 'b'] as const) {
       const xs = results[v];
       console.log(
-        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): p50 ${f(median(xs.map((x) => x.dist.p50)))} p99 ${f(median(xs.map((x) => x.dist.p99)))} max ${f(median(xs.map((x) => x.dist.max)))} (${f(Math.max(...xs.map((x) => x.dist.max)))}) ms, relay ${median(xs.map((x) => x.cpuUs)).toFixed(0)} µs/event`,
+        `${v} (${variants[v]}${[...nodeArgs[v], ...relayArgs[v]].map((a) => ` ${a}`).join('')}): p50 ${f(median(xs.map((x) => x.dist.p50)))} p99 ${f(median(xs.map((x) => x.dist.p99)))} max ${f(median(xs.map((x) => x.dist.max)))} (${f(Math.max(...xs.map((x) => x.dist.max)))}) ms, relay ${median(xs.map((x) => x.cpuUs)).toFixed(0)} µs/event, ${median(xs.map((x) => x.writesPerEvent)).toFixed(3)} writes/event (${median(xs.map((x) => x.writesPerEvent - 1 / x.eventsPerPublish)).toFixed(3)} besides a publish's), ${f(median(xs.map((x) => x.eventsPerPublish)))} events/publish`,
       );
     }
   } finally {
     await admin?.disconnect();
   }
+}
+
+/** The batches a relay has published: outbox_publish_batch_seconds_count of its /metrics. */
+async function publishedBatches(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const m = /^outbox_publish_batch_seconds_count(?:\{[^}]*\})? (\d+(?:\.\d+)?(?:e\+?\d+)?)$/m.exec(text);
+  if (!m) throw new Error("the relay's /metrics has no outbox_publish_batch_seconds_count");
+  return Number(m[1]);
 }
 
 main().catch((e) => {

@@ -37,6 +37,16 @@ export function cpuSeconds(pid: number): number {
   return procStat(pid)?.cpu ?? Number.NaN;
 }
 
+/** The write syscalls (write, writev…: syscw of /proc/PID/io) a process has made; NaN if it is gone. */
+export function writeSyscalls(pid: number): number {
+  try {
+    const m = /^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return m ? Number(m[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export function peakRssMb(pid: number): number {
   try {
     const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

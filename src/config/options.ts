@@ -991,7 +991,7 @@ const TABLE = [
     default: true,
     hidden: true,
     group: 'Pipeline',
-    doc: "Removed: the relay no longer writes a row per published event. It records each batch's ids in the slot's progress record (one statement per batch; small batches share one, at most every 10 ms), and `<table>_with_status`, the operator commands and retention read the truthful status from it (docs/outbox-table.md). --mark-published is accepted and does nothing; --no-mark-published is a configuration error.",
+    doc: "Removed: the relay no longer writes a row per published event. It records each batch's ids in the slot's progress record (one statement per batch; small batches share one, at most every 50 ms), and `<table>_with_status`, the operator commands and retention read the truthful status from it (docs/outbox-table.md). --mark-published is accepted and does nothing; --no-mark-published is a configuration error.",
     commands: RUN,
   },
   {

@@ -60,6 +60,12 @@ describe('idRanges', () => {
         String(base + Math.floor(rnd() * 60)),
       ).filter((id) => BigInt(id) < 2n ** 63n);
       expect(idRanges(ids), ids.join(' ')).toBe(reference(ids));
+      // The one-pass path of ascending batches (a stream's usual order), duplicates included.
+      const ascending = [...ids].sort((a, b) => Number(a) - Number(b));
+      expect(idRanges(ascending), ascending.join(' ')).toBe(reference(ascending));
+      // Ascending up to its last id, which then goes back (the sorting path from there).
+      const back = [...ascending, ascending[0]!];
+      expect(idRanges(back), back.join(' ')).toBe(reference(back));
     }
   });
 });

@@ -5,6 +5,33 @@
  */
 export function idRanges(ids: readonly string[]): string {
   if (ids.length === 0) return '{}';
+  return idRangesAscending(ids) ?? idRangesSorted(ids);
+}
+
+/**
+ * The usual batch: ids below 2^53 in ascending order (a stream's, in commit order and mostly
+ * consecutive), merged in one pass with no array; null for anything else (idRangesSorted).
+ */
+function idRangesAscending(ids: readonly string[]): string | null {
+  let out = '{';
+  let lo = Number(ids[0]);
+  if (!Number.isSafeInteger(lo)) return null;
+  let hi = lo; // inclusive
+  for (let i = 1; i < ids.length; i++) {
+    const x = Number(ids[i]);
+    if (!Number.isSafeInteger(x) || x < hi) return null;
+    if (x <= hi + 1) {
+      hi = x;
+      continue;
+    }
+    out += `[${lo},${hi + 1}),`;
+    lo = x;
+    hi = x;
+  }
+  return `${out}[${lo},${hi + 1})}`;
+}
+
+function idRangesSorted(ids: readonly string[]): string {
   // Ids below 2^53 (all of them, in practice) are merged as doubles: one typed-array sort, no
   // BigInt per event. Anything else takes the exact BigInt path.
   const n = new Float64Array(ids.length);

@@ -65,14 +65,10 @@ export async function recordProgressRanges(
   on: string,
 ): Promise<number> {
   // A named (prepared) statement: it runs once per batch, and parsing it each time cost more
-  // than running it (PostgreSQL's log: 0.2 ms parse vs 0.07 ms execute).
-  const r = await db.query(
-    named(
-      `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now()
-        WHERE slot_name = $1 AND ${TIMELINE_SQL} = $3`,
-      [slot, ranges, on],
-    ),
-  );
+  // than running it (PostgreSQL's log: 0.2 ms parse vs 0.07 ms execute). Its text and name are
+  // built once per table, not per batch.
+  const { name, text } = progressUpdate(progress);
+  const r = await db.query({ name, text, values: [slot, ranges, on] });
   if (r.rowCount === 1) return 1;
   const i = await db.query(
     `INSERT INTO ${progress} AS p (slot_name, published) SELECT $1, $2::int8multirange WHERE ${TIMELINE_SQL} = $3
@@ -83,19 +79,22 @@ export async function recordProgressRanges(
 }
 
 /**
- * A query config with a name derived from its text: pg prepares it once per connection and
- * reuses it (the same name always means the same text, whatever the table's name).
+ * The progress UPDATE of a progress table, with a name derived from its text: pg prepares it
+ * once per connection and reuses it (the same name always means the same text, whatever the
+ * table's name).
  */
-function named(text: string, values: unknown[]): pg.QueryConfig {
-  let name = statementNames.get(text);
-  if (name === undefined) {
-    name = `outbox_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`;
-    statementNames.set(text, name);
+export function progressUpdate(progress: string): { name: string; text: string } {
+  let s = progressUpdates.get(progress);
+  if (s === undefined) {
+    const text = `UPDATE ${progress} SET published = published + $2::int8multirange, updated_at = now()
+        WHERE slot_name = $1 AND ${TIMELINE_SQL} = $3`;
+    s = { name: `outbox_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text };
+    progressUpdates.set(progress, s);
   }
-  return { name, text, values };
+  return s;
 }
 
-const statementNames = new Map<string, string>();
+const progressUpdates = new Map<string, { name: string; text: string }>();
 
 /** At most this many ids of rows holding an unrecorded outcome are loaded per session. */
 const MAX_OUTCOMES_ON_ROWS = 10_000;

@@ -90,7 +90,10 @@ function eventCount(batches: readonly { batch: readonly Pending[] }[]): number {
 
 /**
  * How long the recorder waits for more small batches before it writes their progress: at 2,000
- * single-row commits/s, one progress statement per 20 events instead of per event. The slot is
- * confirmed at most this much later; nothing reaches the broker later.
+ * single-row commits/s, one progress statement per 100 events instead of per event (a statement
+ * cost ~130 µs of the relay's CPU: docs/benchmarks.md, issue 39 item 2). The slot is confirmed at
+ * most this much later; nothing reaches the broker later, and nothing is confirmed before the
+ * record holds it. A stop does not wait for it (the abort ends the wait; the last batches are
+ * still recorded).
  */
-const PROGRESS_LINGER_MS = 10;
+export const PROGRESS_LINGER_MS = 50;

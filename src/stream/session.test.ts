@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { begin, commit } from '../../test/support/pgoutput.ts';
+import { begin, commit, insert, OUTBOX_COLUMNS, relation } from '../../test/support/pgoutput.ts';
 import { loadConfig } from '../config/load.ts';
 import { AtLeastOnce } from '../delivery/at-least-once.ts';
 import { BlockedAggregates } from '../lifecycle/blocked-aggregates.ts';
@@ -98,6 +98,7 @@ async function startSession(startLsn: Lsn) {
 }
 
 afterEach(() => {
+  vi.useRealTimers();
   vi.restoreAllMocks();
 });
 
@@ -138,10 +139,53 @@ describe('replication session: logical decoding messages (heartbeat)', () => {
     expect(s.session.confirmedLsn).toBe(0x1950n);
     s.h.onData(...xlog(0x5000n, message(0x5000n, false)));
     expect(s.session.confirmedLsn).toBe(0x5000n);
-    // Status updates go out at most every 10 ms: the last position follows shortly.
+    // Status updates go out at most every 50 ms: the last position follows shortly.
     await vi.waitFor(() => expect(s.conn.flushed.at(-1)).toBe(0x5000n));
     s.stop.abort();
     await s.done;
+  });
+});
+
+describe('replication session: a stop does not wait for the progress linger', () => {
+  it("a draining stop records the last published batch at once, not after the recorder's 50 ms linger", async () => {
+    const published = vi.spyOn(StdoutSink.prototype, 'publish').mockResolvedValue();
+    const recorded = vi.spyOn(OutboxStore.prototype, 'recordProgress').mockResolvedValue(1);
+    const s = await startSession(0x1000n);
+    // Timers stand still from here: the linger (PROGRESS_LINGER_MS) ends only if the test says so.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const values: Record<string, string | null> = {
+      id: '41',
+      event_id: '0190f0a4-1c2b-7d3e-8f40-5a6b7c8d9e0f',
+      aggregate_type: 'Order',
+      aggregate_id: 'order-1',
+      event_type: 'OrderPlaced',
+      payload: '\\x7b7d',
+      content_type: 'application/json',
+      headers: '{}',
+      traceparent: null,
+      created_at: '2026-11-23 01:37:03.123456+00',
+      status: 'pending',
+      attempts: '0',
+    };
+    s.h.onData(...xlog(0x1800n, relation(16390, 'public', 'outbox', OUTBOX_COLUMNS)));
+    s.h.onData(...xlog(0x1800n, begin(0x1900n, 0n, 1234)));
+    const row = OUTBOX_COLUMNS.map(([n]) => values[n] ?? null);
+    s.h.onData(...xlog(0x1880n, insert(16390, row)));
+    s.h.onData(...xlog(0x1900n, commit(0x1900n, 0x1950n)));
+    const turns = () => new Promise((resolve) => setImmediate(resolve));
+    for (let i = 0; i < 50 && published.mock.calls.length === 0; i++) await turns();
+    for (let i = 0; i < 10; i++) await turns();
+    expect(published).toHaveBeenCalledTimes(1);
+    // Published, not recorded: a lone event's record waits for more (PROGRESS_LINGER_MS).
+    expect(recorded).not.toHaveBeenCalled();
+    s.stop.abort();
+    // No timer passes: only the stop's drain can end the linger.
+    for (let i = 0; i < 20 && recorded.mock.calls.length === 0; i++) await turns();
+    expect(recorded.mock.calls[0]?.[1]).toEqual(['41']);
+    await vi.advanceTimersByTimeAsync(100); // the drain's own polling (20 ms) sees it settled
+    vi.useRealTimers();
+    await s.done;
+    expect(s.conn.flushed.at(-1)).toBe(0x1950n);
   });
 });
 

@@ -59,6 +59,8 @@ export class ReplicationSession {
   /** The preset's filter of the stream's events (the cutover from Debezium), or null. */
   #gate: EventGate | null = null;
   readonly #abort = new AbortController();
+  /** Aborted when a stop starts draining: the recorder lingers no more (the last batches are recorded at once). */
+  readonly #noLinger = new AbortController();
   #conn: ReplicationConnection | null = null;
   readonly #status: StatusUpdates;
   #inflightBytes = 0;
@@ -239,6 +241,7 @@ export class ReplicationSession {
     const { config: c, log } = this.#d;
     this.#conn?.pause();
     this.#flow.draining = true;
+    this.#noLinger.abort();
     this.#queue.nudge();
     // A publisher that ended for good (exactly-once: fenced) settles nothing more: no wait, and
     // its error ends the relay after the drain.
@@ -382,7 +385,7 @@ export class ReplicationSession {
     // Records while the next batches are published; settles only once the record is durable.
     const behind = new RecordBehind({
       batchSize: c.batchSize,
-      signal,
+      signal: AbortSignal.any([signal, this.#noLinger.signal]),
       paused: () => this.#flow.paused,
       record: (batch, outcomes) => this.#recordAndSettle(batch, outcomes, signal),
       fail: (e) => this.fail(isRelayError(e) ? e : classifyStreamError(e)),
