@@ -2,6 +2,7 @@ import { ErrorCode, errorMessage, RelayError } from '../errors.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RelayMetrics } from '../observability/metrics.ts';
 import type { OutageLog } from '../retry/outage-log.ts';
+import { within } from '../retry/within.ts';
 import type { Sink } from '../sinks/sink.ts';
 
 /**
@@ -97,24 +98,10 @@ export class SinkComponent implements Component {
   }
 
   /** The sink's start, or TIMED_OUT after --sink-start-timeout-ms (the start is then abandoned). */
-  async #bounded(): Promise<void> {
-    const start = this.#sink.start();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(TIMED_OUT), this.#timeoutMs);
+  #bounded(): Promise<void> {
+    return within(this.#sink.start(), this.#timeoutMs, () => TIMED_OUT, {
+      onTimeout: () => this.#sink.abandonStart?.(),
     });
-    try {
-      await Promise.race([start, timeout]);
-    } catch (e) {
-      if (e === TIMED_OUT) {
-        // It may still settle: nobody waits for it any more.
-        start.catch(() => {});
-        this.#sink.abandonStart?.();
-      }
-      throw e;
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   #timedOut(): RelayError {

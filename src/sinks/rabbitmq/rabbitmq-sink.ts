@@ -2,6 +2,7 @@ import amqp, { type ChannelModel, type ConfirmChannel, type Message } from 'amqp
 import type { Config } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
+import { within } from '../../retry/within.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { type LaneDone, sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
@@ -95,13 +96,13 @@ export class RabbitMqSink implements Sink {
     if (this.#link && !this.#link.closed) return Promise.resolve(this.#link);
     this.#opening ??= (async () => {
       try {
-        const conn = await within(
+        const conn = await withinRabbit(
           amqp.connect(this.#url(), { timeout: this.#c.rabbitmqTimeoutMs }),
           this.#c.rabbitmqTimeoutMs,
           'connect',
           (late) => void late.close().catch(() => {}),
         );
-        const ch = await within(
+        const ch = await withinRabbit(
           conn.createConfirmChannel(),
           this.#c.rabbitmqTimeoutMs,
           'open a channel',
@@ -160,10 +161,10 @@ export class RabbitMqSink implements Sink {
   async #checkExchange(exchange: string): Promise<void> {
     if (exchange === '' || this.#exchanges.has(exchange)) return;
     const link = await this.#open();
-    const ch = await within(link.conn.createChannel(), this.#c.rabbitmqTimeoutMs, 'open a channel');
+    const ch = await withinRabbit(link.conn.createChannel(), this.#c.rabbitmqTimeoutMs, 'open a channel');
     ch.on('error', () => {});
     try {
-      await within(ch.checkExchange(exchange), this.#c.rabbitmqTimeoutMs, 'check the exchange');
+      await withinRabbit(ch.checkExchange(exchange), this.#c.rabbitmqTimeoutMs, 'check the exchange');
       this.#exchanges.add(exchange);
     } catch (e) {
       if ((e as { code?: number }).code === 404)
@@ -320,24 +321,12 @@ export function exchangeFor(template: string, m: Pick<OutboundMessage, 'event'>)
     .replaceAll('{event_type}', m.event.eventType);
 }
 
-/** `p`, or a rejection after `ms`; a late result is handed to `late` (to close what it opened). */
-function within<T>(p: Promise<T>, ms: number, what: string, late?: (v: T) => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      reject(new RabbitMqSinkError('CONFIRM_TIMEOUT', `RabbitMQ did not answer within ${ms} ms (${what})`));
-    }, ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        if (timedOut) late?.(v);
-        else resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
+/** `p`, or CONFIRM_TIMEOUT after `ms`; a late result is handed to `late` (to close what it opened). */
+function withinRabbit<T>(p: Promise<T>, ms: number, what: string, late?: (v: T) => void): Promise<T> {
+  return within(
+    p,
+    ms,
+    () => new RabbitMqSinkError('CONFIRM_TIMEOUT', `RabbitMQ did not answer within ${ms} ms (${what})`),
+    late ? { late } : {},
+  );
 }

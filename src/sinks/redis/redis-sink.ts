@@ -4,6 +4,7 @@ import type { Config } from '../../config/load.ts';
 import { redactUrl } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
+import { within } from '../../retry/within.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { dedupId } from '../dedup-id.ts';
 import { type LaneDone, sendInLanes } from '../key-lanes.ts';
@@ -268,21 +269,13 @@ export class RedisSink implements Sink {
  * connection and then does not answer (frozen) held connect() 3 – 4 × --redis-timeout-ms, a
  * disconnect() meanwhile still ~2 s more (until the socket's end).
  */
-async function connectWithin(client: Redis, ms: number): Promise<void> {
-  const connected = client.connect();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      connected.catch(() => {});
-      client.disconnect();
-      reject(new Error(`Redis connect timed out: no answer within ${ms} ms (--redis-timeout-ms)`));
-    }, ms);
-  });
-  try {
-    await Promise.race([connected, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function connectWithin(client: Redis, ms: number): Promise<void> {
+  return within(
+    client.connect(),
+    ms,
+    () => new Error(`Redis connect timed out: no answer within ${ms} ms (--redis-timeout-ms)`),
+    { onTimeout: () => client.disconnect() },
+  );
 }
 
 /** The server's proto-max-bulk-len; Redis' default when CONFIG is not allowed (a managed service). */
