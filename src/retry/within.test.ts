@@ -16,10 +16,18 @@ describe('within', () => {
       settle = r;
     });
     const late: number[] = [];
-    const bounded = within(call, 20, () => (order.push('rejected'), new Error('timed out')), {
-      onTimeout: () => order.push('onTimeout'),
-      late: (v) => late.push(v),
-    });
+    const bounded = within(
+      call,
+      20,
+      () => {
+        order.push('rejected');
+        return new Error('timed out');
+      },
+      {
+        onTimeout: () => order.push('onTimeout'),
+        late: (v) => late.push(v),
+      },
+    );
     await expect(bounded).rejects.toThrow('timed out');
     expect(order).toEqual(['onTimeout', 'rejected']);
     settle(5);
