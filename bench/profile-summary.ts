@@ -66,7 +66,7 @@ for (const file of positionals) {
     const seen = new Set<string>();
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
       const f = byId.get(cur)!.callFrame;
-      if (!/\/src\//.test(f.url) || /node_modules/.test(f.url)) continue;
+      if (!/\/(?:src|dist)\//.test(f.url) || /node_modules/.test(f.url)) continue;
       const key = `${f.functionName || '(anonymous)'} ${area(f.url, f.functionName)}:${f.lineNumber + 1}`;
       if (seen.has(key)) continue;
       seen.add(key);
