@@ -258,7 +258,7 @@ async function main(argv: string[]): Promise<number> {
       if (c.dryRun) {
         const lines = await withClient(c, async (client) => [
           ...(await planMigration(client, target)),
-          ...(cutover ? await describeCutoverPlan(client, cutover) : []),
+          ...(cutover ? await describeCutoverPlan(client, cutover, log) : []),
         ]);
         process.stdout.write(`${lines.join('\n')}\n`);
         return EXIT.OK;

@@ -103,3 +103,80 @@ it('migrate --debezium-offsets-topic: the connector named, its latest record; dr
     /offsets of outbox-connector \(topic.prefix app\) were reset \(a tombstone at topic/,
   );
 }, 120_000);
+
+it('migrate --debezium-offsets-topic: a transaction left open on the topic is waited for, not read past (the latest committed record wins)', async () => {
+  const own = await createTestDatabase();
+  try {
+    await own.query(
+      `CREATE TABLE public.outbox (
+         id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+         aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+    );
+    await own.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slotOf(own)]);
+    const [lsn] = await own.query<{ now: string }>(
+      `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS now`,
+    );
+    const now = BigInt(lsn!.now);
+    const text = (n: bigint) =>
+      `${(n >> 32n).toString(16).toUpperCase()}/${(n & 0xffffffffn).toString(16).toUpperCase()}`;
+
+    const topic = kafka.topic('connect-offsets-txn');
+    await kafka.createTopic('connect-offsets-txn', 1, { config: { 'cleanup.policy': 'compact' } });
+    const client = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING });
+    const plain = client.producer();
+    const worker = client.producer({
+      transactionalId: `${topic}-worker`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await plain.connect();
+    await worker.connect();
+    try {
+      await plain.send({ topic, messages: [{ key: KEY, value: value(now - 800n, now - 900n, 700) }] });
+      // A worker's offsets transaction, left open (a worker killed mid-transaction): the last
+      // stable offset stops at its record, before the newer record committed after it.
+      const open = await worker.transaction();
+      await open.send({ topic, messages: [{ key: KEY, value: value(now - 400n, now - 500n, 701) }] });
+      await plain.send({ topic, messages: [{ key: KEY, value: value(now, now - 24n, 702) }] });
+
+      // The wait is bounded: a transaction open longer than the read waits is named.
+      const { TopicLog, OpenTransactionError } = await import('../../src/sinks/kafka/kafka-log-reader.ts');
+      const log = await TopicLog.open(client, topic);
+      try {
+        const refused = await log.decidedBounds(0, { timeoutMs: 300 }).catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(OpenTransactionError);
+        expect((refused as Error).message).toMatch(/stayed at 1, below its end 3, .*still open/);
+      } finally {
+        await log.close();
+      }
+
+      const dry = spawnCli([
+        'migrate',
+        '--database-url',
+        own.url,
+        '--slot',
+        slotOf(own),
+        '--compat',
+        'debezium',
+        '--kafka-brokers',
+        kafka.brokers.join(','),
+        '--debezium-offsets-topic',
+        topic,
+        '--dry-run',
+      ]);
+      await dry.waitForLog(/the offsets topic has an open transaction/, 60_000);
+      await open.abort();
+      expect(await dry.exited, dry.logs()).toBe(0);
+      // Not the record before the open transaction (0/…-800), and not the aborted one.
+      expect(dry.stdout()).toMatch(
+        new RegExp(`partition 0 offset \\d+\\): lsn_proc ${text(now)}, lsn_commit ${text(now - 24n)}`),
+      );
+    } finally {
+      await plain.disconnect();
+      await worker.disconnect();
+    }
+  } finally {
+    await own.query('SELECT pg_drop_replication_slot($1)', [slotOf(own)]).catch(() => {});
+    await own.close();
+  }
+}, 120_000);

@@ -181,8 +181,12 @@ export async function readCutover(
  * `migrate --dry-run`'s lines for the cutover: Debezium's position and the skip rule it would
  * record. A cutover migrate would refuse is refused here with the same error.
  */
-export async function describeCutoverPlan(db: pg.ClientBase, t: CutoverTarget): Promise<string[]> {
-  const p = await planCutover(db, t);
+export async function describeCutoverPlan(
+  db: pg.ClientBase,
+  t: CutoverTarget,
+  log?: Logger,
+): Promise<string[]> {
+  const p = await planCutover(db, t, log);
   return [
     `Debezium's offsets (${p.connector ? `connector ${p.connector}, ` : ''}${p.where}): lsn_proc ${formatLsn(p.lsnProc)}, lsn_commit ${formatLsn(p.lsnCommit)}`,
     `would record the cutover in ${cutoverTable(t.schema, t.table)}: ${describeSkipRule(p)}`,

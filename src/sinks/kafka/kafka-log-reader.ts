@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kafka } from 'kafkajs';
 
 /**
@@ -50,6 +51,22 @@ interface BrokerLike {
     responses: { topicName: string; partitions: { partition: number; errorCode: number }[] }[];
   }>;
 }
+
+/**
+ * A read that must see every transaction decided: what it finds is then the latest record, not
+ * the latest one visible yet (TopicLog.decidedBounds).
+ */
+export interface WholeRead {
+  /** How long to wait for the open transactions to end; then an error. */
+  timeoutMs: number;
+  /** Called once when the read has to wait: `stable` is the last stable offset, `end` the high watermark. */
+  onWait?: (stable: number, end: number) => void;
+}
+
+const DECIDED_POLL_MS = 100;
+
+/** A transaction stayed open on a partition longer than a WholeRead waits. */
+export class OpenTransactionError extends Error {}
 
 export class TopicLog {
   readonly topic: string;
@@ -120,6 +137,31 @@ export class TopicLog {
       topics: [{ topic: this.topic, partitions: [{ partition, timestamp: LATEST }] }],
     });
     return Number(r.responses[0]!.partitions[0]!.offset);
+  }
+
+  /**
+   * The partition's bounds once every transaction written to it before this call is decided: the
+   * last stable offset stops at the first record of a transaction still open (another producer's,
+   * or one whose commit markers are not written yet), so a read_committed read up to it can miss
+   * committed records written after that one. Waits until the last stable offset reaches the high
+   * watermark read at the start; past `whole.timeoutMs`, an error naming the open transaction.
+   */
+  async decidedBounds(partition: number, whole: WholeRead): Promise<{ earliest: number; stable: number }> {
+    let bounds = await this.bounds(partition);
+    const end = await this.highWatermark(partition);
+    const deadline = performance.now() + whole.timeoutMs;
+    let waited = false;
+    while (bounds.stable < end) {
+      if (performance.now() >= deadline)
+        throw new OpenTransactionError(
+          `the last stable offset of ${this.topic} partition ${partition} stayed at ${bounds.stable}, below its end ${end}, for ${whole.timeoutMs} ms: a transaction on it is still open (its coordinator aborts it at the producer's transaction timeout)`,
+        );
+      if (!waited) whole.onWait?.(bounds.stable, end);
+      waited = true;
+      await sleep(DECIDED_POLL_MS);
+      bounds = await this.bounds(partition);
+    }
+    return bounds;
   }
 
   /** Calls `each` for every committed record of the partition in [from, end), in offset order. */

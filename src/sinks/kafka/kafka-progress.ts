@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kafka, Partitioners } from 'kafkajs';
-import { TopicLog } from './kafka-log-reader.ts';
+import { TopicLog, type WholeRead } from './kafka-log-reader.ts';
 
 /**
  * The exactly-once progress record in Kafka (docs/delivery.md): one record per Kafka
@@ -44,17 +43,6 @@ export function decodeProgress(value: Buffer | null): KafkaProgress | null {
 }
 
 /**
- * A read that must see every transaction decided: what it finds is then the latest record, not
- * the latest one visible yet.
- */
-export interface WholeRead {
-  /** How long to wait for the open transactions to end; then a (retriable) error. */
-  timeoutMs: number;
-  /** Called once when the read has to wait: `stable` is the last stable offset, `end` the high watermark. */
-  onWait?: (stable: number, end: number) => void;
-}
-
-/**
  * Reads the latest committed progress record of one key: its partition directly (TopicLog),
  * scanning back from the last stable offset in growing windows until the key is found (the
  * active segment is not compacted yet).
@@ -63,8 +51,8 @@ export interface WholeRead {
  * relay's (the topic is shared, one partition), or this relay's own whose commit markers are not
  * written yet (a broker that restarted right after acknowledging a commit writes them once its
  * coordinator has loaded). A read up to it can then miss this relay's newest committed records.
- * `whole`: first wait until the last stable offset reaches the high watermark read at the start,
- * so every transaction written before the read is decided and its record seen.
+ * `whole`: first wait until every transaction written before the read is decided
+ * (TopicLog.decidedBounds), so its record is seen.
  */
 export async function readLatestProgress(
   kafka: Kafka,
@@ -80,8 +68,9 @@ export async function readLatestProgress(
       partitionMetadata: log.partitions as never,
       message: { key, value: null },
     });
-    let { earliest, stable } = await log.bounds(partition);
-    if (whole) ({ earliest, stable } = await decided(log, partition, { earliest, stable }, whole));
+    const { earliest, stable } = whole
+      ? await log.decidedBounds(partition, whole)
+      : await log.bounds(partition);
     let end = stable;
     let window = 64;
     while (end > earliest) {
@@ -99,28 +88,3 @@ export async function readLatestProgress(
     await log.close();
   }
 }
-
-/** Waits until the partition's last stable offset reaches its high watermark as it is now (WholeRead). */
-async function decided(
-  log: TopicLog,
-  partition: number,
-  bounds: { earliest: number; stable: number },
-  whole: WholeRead,
-): Promise<{ earliest: number; stable: number }> {
-  const end = await log.highWatermark(partition);
-  const deadline = performance.now() + whole.timeoutMs;
-  let waited = false;
-  while (bounds.stable < end) {
-    if (performance.now() >= deadline)
-      throw new Error(
-        `the progress topic ${log.topic}'s last stable offset stayed at ${bounds.stable}, below its end ${end}, for ${whole.timeoutMs} ms: a transaction on it is still open (the coordinator aborts it at its timeout)`,
-      );
-    if (!waited) whole.onWait?.(bounds.stable, end);
-    waited = true;
-    await sleep(DECIDED_POLL_MS);
-    bounds = await log.bounds(partition);
-  }
-  return bounds;
-}
-
-const DECIDED_POLL_MS = 100;
