@@ -189,7 +189,7 @@ const TABLE = [
     default: 30000,
     min: 100,
     group: 'Sink',
-    doc: 'How long the sink\u2019s start may take (connecting; for Kafka also --kafka-topics and the producer id, transactional with --delivery exactly-once). Past it the start counts as a broker outage: the sink drops its clients and the relay starts it again after the usual back-off; nothing is confirmed meanwhile. A start that waits on a frozen or half-open broker would otherwise wait as long as the client does (kafkajs: until the broker closes the socket, 10 minutes).',
+    doc: 'How long the sink\u2019s start may take (connecting; for Kafka also --kafka-topics and the producer id, transactional with --delivery exactly-once). Past it the start counts as a broker outage and the relay starts the sink again after the usual back-off; nothing is confirmed meanwhile. Kafka and Redis drop the clients their start may hang on; NATS, RabbitMQ and SQS bound each step of their start by their own timeout (--nats-timeout-ms, --rabbitmq-timeout-ms, --sqs-timeout-ms), so an abandoned start ends by itself within it and the next one connects afresh or waits for it (test/integration/frozen-start.test.ts); the webhook sink\u2019s start opens no connection. A start that waits on a frozen or half-open broker would otherwise wait as long as the client does (kafkajs: until the broker closes the socket, 10 minutes).',
     commands: RUN,
   },
   {

@@ -24,7 +24,8 @@ export interface Sink {
    * The relay gave up waiting for start() (--sink-start-timeout-ms): drop the clients the start
    * may hang on, so that the next start() connects afresh. The abandoned start may still settle
    * later; it must not leave state the next start trusts. Sinks whose start cannot hang (each
-   * step bounded by its own timeout) need none.
+   * step bounded by its own timeout: NATS, RabbitMQ, SQS; HTTP opens nothing) need none
+   * (test/integration/frozen-start.test.ts).
    */
   abandonStart?(): void;
   /** Present in exactly-once mode only (Kafka transactions: docs/delivery.md). */
