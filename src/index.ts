@@ -9,6 +9,7 @@ export {
   EnvelopeSchema,
   file_outbox_v1_envelope,
 } from './gen/outbox/v1/envelope_pb.ts';
+export { toEnvelope } from './route/envelope-value.ts';
 export type { OutboxEvent } from './route/event.ts';
 export { HEADER } from './route/router.ts';
 export {
@@ -17,7 +18,6 @@ export {
   type EncodedValue,
   encodeValue,
   isValueFormat,
-  toEnvelope,
   VALUE_FORMATS,
   type ValueFormat,
   valueFormatFor,

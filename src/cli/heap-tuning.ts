@@ -1,8 +1,10 @@
 /**
  * V8's heap sizing for a relay, set before any other module of the CLI runs (main.ts imports
  * this file first). Peak RSS of one 200,000-row transaction into Kafka on a 24 GiB machine, 5,000
- * events in flight: 230 – 251 MB with the first setting below, 171 – 190 MB with both; 356 MB
- * before, with V8's defaults and 20,000 in flight (docs/benchmarks.md, "Memory").
+ * events in flight: 230 – 251 MB with the first setting below, 171 – 190 MB with both (the old
+ * generation at 2 ×); 356 MB before, with V8's defaults and 20,000 in flight (docs/benchmarks.md,
+ * "Memory"). From dist/, with what a Kafka relay does not use loaded only on use: 133 – 152 MB at
+ * 2 ×, 129 – 136 MB at 1.5 × (docs/benchmarks.md, "Issue 39, item 4").
  *
  * V8 sizes its heap from the machine's memory, for throughput: on a large machine it lets the
  * young generation grow to 128 MB and the old one to up to four times what is live before it
@@ -14,11 +16,15 @@
  *   2 below it: it stays at the size loading the CLI's modules gave it, and grows back to it
  *   after V8 shrank it. Left at V8's factor it was 128 MB within the first second of a drain,
  *   for the same CPU per event.
- * - `--heap-growing-percent=100`: the old generation is collected once it has doubled since the
- *   last collection. V8's own factor lies between 1.1 and 4, by how fast it collects and how
+ * - `--heap-growing-percent=50`: the old generation is collected once it has grown by half since
+ *   the last collection. V8's own factor lies between 1.1 and 4, by how fast it collects and how
  *   large its heap limit is (4 with the 4 GB limit node gives it on a large machine); this one
- *   is the same on every machine. It costs 1.5 – 2 µs of CPU per event, 14 – 18 % of the
- *   relay's CPU in the bulk and big-transaction drains; 150 gave 193 – 202 MB for 3 – 11 %.
+ *   is the same on every machine. 100 (2 ×) cost 1.5 – 2 µs of CPU per event against V8's
+ *   default, 14 – 18 % of the relay's CPU in the bulk and big-transaction drains; 150 gave 193 –
+ *   202 MB for 3 – 11 %. 50 (1.5 ×) against 100: the 200,000-row transaction's peak RSS 129 –
+ *   136 MB instead of 133 – 152 (fewer Buffers that died old wait for a mark-compact); the bulk
+ *   drain's relay CPU per event unchanged within its rounds' spread, the big transaction's
+ *   0.3 – 4.8 µs higher in each of 6 pairs (median +2.4: ~15 %).
  *
  * Both flags are read by V8 at every collection, which is why setting them here works. The
  * documented ways (--max-semi-space-size, --max-old-space-size) are read once, when the heap is
@@ -61,4 +67,4 @@ if (!given('semi-space')) {
   // at the next scavenge, with the factor set here.
   new PerformanceObserver(keep).observe({ entryTypes: ['gc'] });
 }
-if (!given('old-space') && !given('heap-growing')) v8.setFlagsFromString('--heap-growing-percent=100');
+if (!given('old-space') && !given('heap-growing')) v8.setFlagsFromString('--heap-growing-percent=50');

@@ -25,7 +25,7 @@ import { classifyKafkaError } from '../sinks/kafka/kafka-errors.ts';
 import { KafkaSink } from '../sinks/kafka/kafka-sink.ts';
 import { describeTopicProblems as describeTopics } from '../sinks/kafka/kafka-topics.ts';
 import { hideKafkajsTimeoutWarnings } from '../sinks/kafka/kafkajs/warnings.ts';
-import { SchemaRegistrySink } from '../sinks/registry-sink.ts';
+import type { SchemaRegistrySink } from '../sinks/registry-sink.ts';
 import type { Sink } from '../sinks/sink.ts';
 import { classifySqsError } from '../sinks/sqs/sqs-errors.ts';
 import { migrate } from '../store/migrate.ts';
@@ -196,7 +196,8 @@ export async function runRelay(c: Config, log: Logger, given?: Sink): Promise<nu
   process.on('SIGINT', onSignal);
   await relay.start();
   // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
-  const kafka = sink instanceof SchemaRegistrySink ? sink.inner : sink;
+  // createSink wraps the broker sink in a SchemaRegistrySink exactly when a registry is set.
+  const kafka = c.schemaRegistryUrl ? (sink as SchemaRegistrySink).inner : sink;
   if (c.deadLetterTopic && kafka instanceof KafkaSink && c.kafkaTopics !== 'create')
     void checkDeadLetterTopic(kafka, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
-import { parse as parseYaml } from 'yaml';
 import { presetFactsOf } from '../compat/facts.ts';
 import { ErrorCode, RelayError } from '../errors.ts';
 import { checkTopicTemplate } from '../route/router.ts';
@@ -151,7 +151,9 @@ function readConfigFile(path: string, help: string): Record<string, unknown> {
   }
   let doc: unknown;
   try {
-    doc = parseYaml(text, { prettyErrors: true });
+    // yaml is required here, not imported: only a relay given a config file loads it (issue 39, item 4).
+    const { parse } = createRequire(import.meta.url)('yaml') as typeof import('yaml');
+    doc = parse(text, { prettyErrors: true });
   } catch (e) {
     throw bad(`not valid JSON or YAML: ${(e as Error).message}`);
   }

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { timestampOf } from './envelope-value.ts';
 import { keepTimestampMicroseconds, parseIsoTimestamptz } from './timestamptz.ts';
-import { SUB_MILLISECOND_MICROS, timestampOf } from './value-format.ts';
+import { SUB_MILLISECOND_MICROS } from './value-format.ts';
 
 const microsOf = (d: unknown) => (d as Record<symbol, unknown>)[SUB_MILLISECOND_MICROS];
 

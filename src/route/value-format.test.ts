@@ -90,6 +90,10 @@ describe('encodeValue', () => {
 
   it('envelope-protobuf names its message type in the content type', () => {
     expect(ENVELOPE_PROTOBUF_CONTENT_TYPE).toBe('application/x-protobuf; messageType=outbox.v1.Envelope');
+    // Written out in value-format.ts (which does not load protobuf-es): the generated schema's name.
+    expect(ENVELOPE_PROTOBUF_CONTENT_TYPE).toBe(
+      `application/x-protobuf; messageType=${EnvelopeSchema.typeName}`,
+    );
   });
 
   it('envelope-json is the canonical protobuf JSON mapping (camelCase, base64 bytes, RFC 3339 time)', () => {

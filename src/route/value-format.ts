@@ -1,6 +1,4 @@
-import { create, toBinary, toJsonString } from '@bufbuild/protobuf';
-import { type Timestamp, timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { type Envelope, EnvelopeSchema } from '../gen/outbox/v1/envelope_pb.ts';
+import { createRequire } from 'node:module';
 import type { OutboxEvent } from './event.ts';
 
 /**
@@ -14,8 +12,11 @@ export type ValueFormat = 'raw' | 'envelope-protobuf' | 'envelope-json';
 
 export const VALUE_FORMATS: readonly ValueFormat[] = ['raw', 'envelope-protobuf', 'envelope-json'];
 
-/** The `content-type` of an envelope-protobuf value: names the message so a consumer can pick the decoder. */
-export const ENVELOPE_PROTOBUF_CONTENT_TYPE = `application/x-protobuf; messageType=${EnvelopeSchema.typeName}`;
+/**
+ * The `content-type` of an envelope-protobuf value: names the message so a consumer can pick the
+ * decoder (EnvelopeSchema.typeName; written out so that this module does not load protobuf-es).
+ */
+export const ENVELOPE_PROTOBUF_CONTENT_TYPE = 'application/x-protobuf; messageType=outbox.v1.Envelope';
 export const ENVELOPE_JSON_CONTENT_TYPE = 'application/json';
 
 /** Row headers the envelope lifts into fields of their own (they stay in `headers` too). */
@@ -62,67 +63,33 @@ export function eventVersionOf(raw: unknown): number {
  */
 export const SUB_MILLISECOND_MICROS = Symbol.for('pg-outbox-relay.subMillisecondMicros');
 
-/** The row's created_at as a protobuf Timestamp, to the microsecond when the Date carries them. */
-export function timestampOf(d: Date): Timestamp {
-  const ts = timestampFromDate(d);
-  const micros = (d as unknown as Record<symbol, unknown>)[SUB_MILLISECOND_MICROS];
-  if (typeof micros === 'number' && Number.isInteger(micros) && micros > 0 && micros < 1000) {
-    ts.nanos += micros * 1000;
-  }
-  return ts;
-}
-
-/** The Envelope of a row. Pure. */
-export function toEnvelope(event: OutboxEvent): Envelope {
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(event.headers)) {
-    if (typeof v === 'string') headers[k] = v;
-  }
-  return create(EnvelopeSchema, {
-    eventId: event.eventId,
-    eventType: event.eventType,
-    eventVersion: eventVersionOf(event.headers[ENVELOPE_HEADER.eventVersion]),
-    aggregateType: event.aggregateType,
-    aggregateId: event.aggregateId,
-    occurredAt: timestampOf(event.createdAt),
-    traceparent: event.traceparent ?? '',
-    headers,
-    contentType: event.contentType,
-    // A tombstone (payload NULL) becomes an Envelope with an empty payload, not a null value: an
-    // envelope always carries the event's identity, and a null Kafka value would be a compaction
-    // tombstone that deletes the key. Consumers needing the distinction read event_type.
-    payload: event.payload ?? new Uint8Array(0),
-    source: headerString(event, ENVELOPE_HEADER.source),
-    tracestate: headerString(event, ENVELOPE_HEADER.tracestate),
-  });
-}
-
-function headerString(event: OutboxEvent, name: string): string {
-  const v = event.headers[name];
-  return typeof v === 'string' ? v : '';
-}
-
 /** The message value and its content type for `format`. Pure. */
 export function encodeValue(event: OutboxEvent, format: ValueFormat): EncodedValue {
   switch (format) {
     case 'raw':
       return { value: event.payload, contentType: event.contentType };
-    case 'envelope-protobuf': {
-      const bin = toBinary(EnvelopeSchema, toEnvelope(event));
-      // Buffer view over the same bytes: kafkajs wants a Buffer, no copy needed.
-      return {
-        value: Buffer.from(bin.buffer, bin.byteOffset, bin.byteLength),
-        contentType: ENVELOPE_PROTOBUF_CONTENT_TYPE,
-      };
-    }
+    case 'envelope-protobuf':
     case 'envelope-json':
-      return {
-        value: Buffer.from(toJsonString(EnvelopeSchema, toEnvelope(event)), 'utf8'),
-        contentType: ENVELOPE_JSON_CONTENT_TYPE,
-      };
+      return envelopeValue().encodeEnvelope(event, format);
     default: {
       const never: never = format;
       throw new Error(`unknown value format ${JSON.stringify(never)} (known: ${VALUE_FORMATS.join(', ')})`);
     }
   }
+}
+
+type EnvelopeValue = typeof import('./envelope-value.ts');
+let envelopeModule: EnvelopeValue | undefined;
+
+/**
+ * ./envelope-value.ts, loaded on the first envelope value. It brings protobuf-es and the generated
+ * code (~8 MB of RSS), which a relay writing raw values (the default) never uses (issue 39, item 4;
+ * docs/benchmarks.md). `require` of an ES module (Node ≥ 22.12) loads it synchronously, so the
+ * per-event path stays sync; from dist/ the module is a .js file, from src/ a .ts one.
+ */
+function envelopeValue(): EnvelopeValue {
+  envelopeModule ??= createRequire(import.meta.url)(
+    `./envelope-value${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`,
+  ) as EnvelopeValue;
+  return envelopeModule;
 }

@@ -18,6 +18,14 @@ const makeSink = (flags: string[]) => `
 
 /** The other broker sinks' client libraries: loaded only by the sink that uses them. */
 const CLIENTS = ['@aws-sdk/', 'ioredis', 'amqplib', '@nats-io/', 'undici'];
+/**
+ * Loaded only when chosen (issue 39, item 4): the compression codecs' native modules, protobuf-es
+ * (the envelope value formats, the schema registry) and yaml (a config file).
+ */
+const ON_USE = ['snappy', 'lz4-napi', '@bufbuild/', 'yaml'];
+const CODECS = fileURLToPath(new URL('./kafka/kafka-codecs.ts', import.meta.url));
+const VALUE_FORMAT = fileURLToPath(new URL('../route/value-format.ts', import.meta.url));
+const EVENT = fileURLToPath(new URL('../../test/support/outbox-event.ts', import.meta.url));
 
 /**
  * The packages a node process resolved (module.registerHooks sees every import and require) while
@@ -50,7 +58,7 @@ function packagesLoaded(script: string): string[] {
 }
 
 describe('createSink', () => {
-  it("keeps the other broker sinks' client libraries out of a Kafka relay (issue 39: ~17 MB of RSS)", () => {
+  it("keeps the other broker sinks' client libraries, and what only some Kafka relays use, out of a Kafka relay (issue 39: ~17 + ~19 MB of RSS)", () => {
     // The CLI's whole static module graph (every command's), then a Kafka sink made as `run` makes it.
     const loaded = packagesLoaded(`
       process.argv = [process.argv[0], ${JSON.stringify(CLI)}, '--version'];
@@ -59,7 +67,47 @@ describe('createSink', () => {
       if (sink.name !== 'kafka') throw new Error('not the Kafka sink: ' + sink.name);
     `);
     expect(loaded).toContain('kafkajs');
-    for (const client of CLIENTS) expect(loaded.filter((p) => p.startsWith(client))).toEqual([]);
+    for (const client of [...CLIENTS, ...ON_USE])
+      expect(loaded.filter((p) => p.startsWith(client))).toEqual([]);
+  }, 60_000);
+
+  it("loads a compression codec's native module when the codec is chosen", () => {
+    const loaded = packagesLoaded(`
+      const { loadCodec, codecById, CODEC_IDS } = await import(${JSON.stringify(CODECS)});
+      if (codecById(CODEC_IDS.lz4) !== undefined) throw new Error('lz4 loaded before it was chosen');
+      const lz4 = await loadCodec('lz4');
+      if (codecById(CODEC_IDS.lz4) !== lz4) throw new Error('the loaded lz4 codec is not the one codecById gives');
+    `);
+    expect(loaded).toContain('lz4-napi');
+    expect(loaded).not.toContain('snappy');
+  }, 60_000);
+
+  it('loads protobuf-es with the first envelope value, and yaml with a config file', () => {
+    // `seen`: the packages resolved so far (packagesLoaded's hook).
+    const loaded = packagesLoaded(`
+      const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+      const { tmpdir } = await import('node:os');
+      const has = (prefix) => [...seen].some((p) => p.startsWith(prefix));
+      const { encodeValue } = await import(${JSON.stringify(VALUE_FORMAT)});
+      const { outboxEvent } = await import(${JSON.stringify(EVENT)});
+      const { loadConfig } = await import(${JSON.stringify(LOAD)});
+      encodeValue(outboxEvent(), 'raw');
+      if (has('@bufbuild/')) throw new Error('protobuf-es loaded for a raw value');
+      const { value } = encodeValue(outboxEvent(), 'envelope-protobuf');
+      if (!has('@bufbuild/') || !(value instanceof Buffer) || value.length === 0) throw new Error('no envelope value');
+      const url = ['--database-url', 'postgres://relay@127.0.0.1:9/db'];
+      loadConfig('run', [...url, '--kafka-brokers', 'k:1'], {});
+      if (has('yaml')) throw new Error('yaml loaded without a config file');
+      const dir = mkdtempSync(tmpdir() + '/create-test-');
+      try {
+        writeFileSync(dir + '/relay.yaml', 'kafkaBrokers:\\n  - f:1\\n');
+        const c = loadConfig('run', [...url, '--config', dir + '/relay.yaml'], {}).config;
+        if (c.kafkaBrokers[0] !== 'f:1') throw new Error('config file not read: ' + c.kafkaBrokers);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    `);
+    expect(loaded).toContain('yaml');
   }, 60_000);
 
   it('loads a sink chosen at start, with its client library', () => {

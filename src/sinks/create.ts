@@ -1,7 +1,6 @@
 import type { Config } from '../config/load.ts';
 import type { Logger } from '../observability/logger.ts';
 import { KafkaSink } from './kafka/kafka-sink.ts';
-import { SchemaRegistrySink } from './registry-sink.ts';
 import type { Sink } from './sink.ts';
 import { StdoutSink } from './stdout.ts';
 
@@ -9,11 +8,14 @@ import { StdoutSink } from './stdout.ts';
  * The configured sink. Each broker sink other than Kafka (the default, which `check` uses too) is
  * a module loaded only when chosen: their client libraries (the AWS SDK, ioredis, undici,
  * amqplib, nats.js) held ~17 MB of RSS in every relay that never used them (issue 39, a relay's
- * peak RSS through one 200,000-row transaction; docs/benchmarks.md).
+ * peak RSS through one 200,000-row transaction; docs/benchmarks.md). So is the schema registry's
+ * wrapper, which brings protobuf-es.
  */
 export async function createSink(c: Config, log: Logger): Promise<Sink> {
   const sink = await brokerSink(c, log);
-  return c.schemaRegistryUrl ? new SchemaRegistrySink(sink, c) : sink;
+  if (!c.schemaRegistryUrl) return sink;
+  const { SchemaRegistrySink } = await import('./registry-sink.ts');
+  return new SchemaRegistrySink(sink, c);
 }
 
 async function brokerSink(c: Config, log: Logger): Promise<Sink> {

@@ -1,7 +1,5 @@
 import { gunzipSync, gzipSync, zstdCompressSync, zstdDecompressSync } from 'node:zlib';
 import kafkajs from 'kafkajs';
-import { compressFrameSync, decompressFrameSync } from 'lz4-napi';
-import { compressSync as snappyCompress, uncompressSync as snappyUncompress } from 'snappy';
 
 // Not named imports: Node's ESM view of kafkajs (a CommonJS module) lacks CompressionCodecs.
 const { CompressionCodecs, CompressionTypes } = kafkajs;
@@ -23,6 +21,10 @@ const { CompressionCodecs, CompressionTypes } = kafkajs;
  *   Lz4BlockInputStream reads.
  * - zstd: one zstd frame (node:zlib, Node ≥ 23.8).
  *
+ * snappy and lz4 are native modules, loaded when a codec is chosen (loadCodec): with them a relay
+ * that compresses nothing (the default) held ~8 MB more RSS from its start (issue 39, item 4;
+ * docs/benchmarks.md). The Kafka sink loads its codec when it starts.
+ *
  * Sync, not async: the relay encodes a Produce request in one pass on the event loop, and a
  * record batch is at most --batch-bytes (≈ 1 MiB), which each codec compresses in ~1 ms or less;
  * a thread-pool round trip per batch would cost more than it hides.
@@ -30,6 +32,16 @@ const { CompressionCodecs, CompressionTypes } = kafkajs;
 
 export const KAFKA_COMPRESSION = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
 export type KafkaCompression = (typeof KAFKA_COMPRESSION)[number];
+export type CodecName = Exclude<KafkaCompression, 'none'>;
+export const CODEC_NAMES: readonly CodecName[] = ['gzip', 'snappy', 'lz4', 'zstd'];
+
+/** Kafka's codec ids (the batch attributes' low three bits), known without loading a codec. */
+export const CODEC_IDS: Readonly<Record<CodecName, number>> = {
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
+};
 
 export interface Codec {
   /** Kafka's codec id (the batch attributes' low three bits); kafkajs' CompressionTypes. */
@@ -43,7 +55,9 @@ const XERIAL_HEADER = 16;
 /** snappy-java's default block size, which Kafka's producer uses. */
 const XERIAL_BLOCK = 32 * 1024;
 
-function xerialCompress(data: Buffer): Buffer {
+type Snappy = typeof import('snappy');
+
+function xerialCompress(snappy: Snappy, data: Buffer): Buffer {
   const parts: Buffer[] = [];
   const header = Buffer.alloc(XERIAL_HEADER);
   XERIAL_MAGIC.copy(header);
@@ -51,7 +65,7 @@ function xerialCompress(data: Buffer): Buffer {
   header.writeInt32BE(1, 12);
   parts.push(header);
   for (let off = 0; off < data.length; off += XERIAL_BLOCK) {
-    const block = snappyCompress(data.subarray(off, Math.min(data.length, off + XERIAL_BLOCK)));
+    const block = snappy.compressSync(data.subarray(off, Math.min(data.length, off + XERIAL_BLOCK)));
     const len = Buffer.allocUnsafe(4);
     len.writeInt32BE(block.length);
     parts.push(len, block);
@@ -59,39 +73,54 @@ function xerialCompress(data: Buffer): Buffer {
   return Buffer.concat(parts);
 }
 
-function xerialDecompress(data: Buffer): Buffer {
+function xerialDecompress(snappy: Snappy, data: Buffer): Buffer {
   if (data.length < XERIAL_HEADER || !data.subarray(0, 8).equals(XERIAL_MAGIC))
-    return snappyUncompress(data) as Buffer;
+    return snappy.uncompressSync(data) as Buffer;
   const parts: Buffer[] = [];
   for (let off = XERIAL_HEADER; off < data.length; ) {
     const len = data.readInt32BE(off);
     if (len < 0 || off + 4 + len > data.length)
       throw new Error('snappy: a block runs past the end of the data');
-    parts.push(snappyUncompress(data.subarray(off + 4, off + 4 + len)) as Buffer);
+    parts.push(snappy.uncompressSync(data.subarray(off + 4, off + 4 + len)) as Buffer);
     off += 4 + len;
   }
   return Buffer.concat(parts);
 }
 
-export const CODECS: Readonly<Record<Exclude<KafkaCompression, 'none'>, Codec>> = {
-  gzip: { id: CompressionTypes.GZIP, compress: (b) => gzipSync(b), decompress: (b) => gunzipSync(b) },
-  snappy: { id: CompressionTypes.Snappy, compress: xerialCompress, decompress: xerialDecompress },
-  lz4: {
-    id: CompressionTypes.LZ4,
-    compress: (b) => compressFrameSync(b),
-    decompress: (b) => decompressFrameSync(b),
+const LOADERS: Readonly<Record<CodecName, () => Promise<Omit<Codec, 'id'>>>> = {
+  gzip: async () => ({ compress: (b) => gzipSync(b), decompress: (b) => gunzipSync(b) }),
+  snappy: async () => {
+    const snappy = await import('snappy');
+    return { compress: (b) => xerialCompress(snappy, b), decompress: (b) => xerialDecompress(snappy, b) };
   },
-  zstd: {
-    id: CompressionTypes.ZSTD,
-    compress: (b) => zstdCompressSync(b),
-    decompress: (b) => zstdDecompressSync(b),
+  lz4: async () => {
+    const { compressFrameSync, decompressFrameSync } = await import('lz4-napi');
+    return { compress: (b) => compressFrameSync(b), decompress: (b) => decompressFrameSync(b) };
   },
+  zstd: async () => ({ compress: (b) => zstdCompressSync(b), decompress: (b) => zstdDecompressSync(b) }),
 };
 
-/** The codec of kafkajs' compression type (undefined: none, or one the relay does not have). */
+/** The codecs loaded so far, by id. */
+const loaded = new Map<number, Codec>();
+
+/** The codec `name`, its module loaded on first use. */
+export async function loadCodec(name: CodecName): Promise<Codec> {
+  const id = CODEC_IDS[name];
+  let codec = loaded.get(id);
+  if (!codec) {
+    codec = { id, ...(await LOADERS[name]()) };
+    loaded.set(id, codec);
+  }
+  return codec;
+}
+
+/**
+ * The loaded codec of kafkajs' compression type (undefined: none, one the relay does not have, or
+ * one not loaded yet: kafkajs' encoder, with the codecs registerKafkajsCodecs gave it, then
+ * writes the same bytes).
+ */
 export function codecById(id: number): Codec | undefined {
-  for (const c of Object.values(CODECS)) if (c.id === id) return c;
-  return undefined;
+  return loaded.get(id);
 }
 
 let registered = false;
@@ -104,12 +133,11 @@ let registered = false;
 export function registerKafkajsCodecs(): void {
   if (registered) return;
   for (const name of ['snappy', 'lz4', 'zstd'] as const) {
-    const c = CODECS[name];
     const codec = {
-      compress: async (encoder: { buffer: Buffer }) => c.compress(encoder.buffer),
-      decompress: async (data: Buffer) => c.decompress(data),
+      compress: async (encoder: { buffer: Buffer }) => (await loadCodec(name)).compress(encoder.buffer),
+      decompress: async (data: Buffer) => (await loadCodec(name)).decompress(data),
     };
-    (CompressionCodecs as Record<number, () => typeof codec>)[c.id] = () => codec;
+    (CompressionCodecs as Record<number, () => typeof codec>)[CODEC_IDS[name]] = () => codec;
   }
   registered = true;
 }

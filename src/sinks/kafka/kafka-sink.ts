@@ -15,7 +15,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { OutboundMessage } from '../../route/event.ts';
 import { type KnownTopic, knownTopics } from '../../route/topic-settings.ts';
 import type { ExactlyOnceProgress, PublishOptions, Sink } from '../sink.ts';
-import { CODECS, registerKafkajsCodecs } from './kafka-codecs.ts';
+import { CODEC_IDS, type CodecName, loadCodec, registerKafkajsCodecs } from './kafka-codecs.ts';
 import { breaksProducer, type Classified, classifyKafkaError } from './kafka-errors.ts';
 import { noDelaySocketFactory } from './kafka-socket.ts';
 import { TopicProvisioner, type TopicReport } from './kafka-topics.ts';
@@ -156,6 +156,8 @@ export class KafkaSink implements Sink {
   /** Producers replaced so far (tests and logs). */
   producerReplacements = 0;
   readonly #compression: CompressionTypes;
+  /** The codec start() loads (none: undefined). */
+  readonly #codec: CodecName | undefined;
   readonly #timeout: number;
   /** Exactly-once: the most events and bytes of one produce request inside a transaction. */
   readonly #requestBounds: { size: number; bytes: number };
@@ -243,7 +245,8 @@ export class KafkaSink implements Sink {
     }
     // snappy, lz4, zstd: the relay's codecs (src/sinks/kafka/kafka-codecs.ts), given to kafkajs too.
     registerKafkajsCodecs();
-    this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODECS[c.kafkaCompression].id;
+    this.#compression = c.kafkaCompression === 'none' ? CompressionTypes.None : CODEC_IDS[c.kafkaCompression];
+    this.#codec = c.kafkaCompression === 'none' ? undefined : c.kafkaCompression;
     this.#timeout = c.kafkaRequestTimeoutMs;
     this.#requestBounds = { size: c.batchSize ?? 0, bytes: c.batchBytes ?? 0 };
     this.#topics = new TopicProvisioner(this.#kafka, c.kafkaTopics ?? 'off', topicSettingsOf(c), log);
@@ -254,6 +257,8 @@ export class KafkaSink implements Sink {
   }
 
   async start(): Promise<void> {
+    // The chosen codec's module, for the Produce encoder (src/sinks/kafka/kafka-codecs.ts).
+    if (this.#codec) await loadCodec(this.#codec);
     await this.#topics.start(this.#known);
     if (this.transactions) await this.transactions.start();
     else await this.#connect();
