@@ -89,6 +89,29 @@ describe('encodeProduceBody', () => {
     }
   });
 
+  it('writes the bytes kafkajs writes when records repeat header names and values (same or equal strings, in the same or other places)', async () => {
+    const now = 1_763_000_000_000;
+    vi.spyOn(Date, 'now').mockReturnValue(now);
+    const pick = <T>(xs: T[]) => xs[rnd(xs.length)]!;
+    // A few strings, each also as a second, equal string object; non-ASCII ones among them.
+    const names = ['id', 'event_type', 'é-type', 'content-type', '😀'];
+    const values = ['BenchEvent', 'Bulk', 'application/json', 'Ünïcode €', '', 'x'.repeat(80)];
+    const twin = (s: string) => (rnd(2) ? s : Buffer.from(s).toString());
+    for (let n = 0; n < 100; n++) {
+      const a = args(now);
+      for (const t of a.topicData)
+        for (const p of t.partitions)
+          for (const m of p.messages) {
+            const headers: Record<string, string | Buffer> = {};
+            for (let i = rnd(6); i > 0; i--)
+              headers[twin(pick(names))] = rnd(8) ? twin(pick(values)) : bytes(5);
+            m.headers = headers;
+          }
+      const ours = encodeProduceBody(a, now);
+      expect(ours!.equals(await kafkajsBytes(3, a))).toBe(true);
+    }
+  });
+
   it('declines what it does not encode (arrays as header values, Uint8Array values, odd timestamps)', () => {
     const base = (m: ProduceMessage): ProduceArgs => ({
       acks: -1,
