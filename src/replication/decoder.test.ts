@@ -93,6 +93,34 @@ describe('OutboxDecoder: INSERTs into the outbox table', () => {
     });
   }
 
+  it('reads text values that repeat, change at one byte, keep or change their length, row after row (TextMemo)', () => {
+    const rel = relation(16390, 'public', 'outbox', OUTBOX_COLUMNS);
+    const d = new OutboxDecoder('public', 'outbox');
+    d.decode(rel);
+    const types = [
+      'Order',
+      'Order',
+      'Ordes',
+      'Order',
+      'Orders',
+      'Ordé',
+      'Ordé',
+      '',
+      'Order',
+      'x'.repeat(70),
+      'Order',
+    ];
+    for (const [i, t] of types.entries()) {
+      const ins = insert(16390, row({ aggregate_type: t, aggregate_id: `order-${i % 3}` }));
+      const decoded = d.decode(ins);
+      expect(decoded.kind === 'event' && decoded.event).toMatchObject({
+        aggregateType: t,
+        aggregateId: `order-${i % 3}`,
+      });
+      expect(readOutboxInsert(ins, columns)).toEqual(viaLibrary(rel, ins));
+    }
+  });
+
   it('drops a leading BOM as the library does; refuses malformed messages', () => {
     const rel = relation(16390, 'public', 'outbox', OUTBOX_COLUMNS);
     const bom = insert(16390, row({ aggregate_id: '\uFEFForder-1' }));

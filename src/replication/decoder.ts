@@ -253,7 +253,9 @@ export class TextMemo {
     }
     const value = parser(utf8Text(data, start, end));
     if (len <= MEMO_BYTES) {
-      data.copy(this.#bytes, 0, start, end);
+      // A loop, not Buffer#copy: its argument checks cost more than copying a few bytes.
+      const b = this.#bytes;
+      for (let k = 0; k < len; k++) b[k] = data[start + k]!;
       this.#len = len;
       this.#value = value;
     }
