@@ -34,18 +34,40 @@ const OTHER = '["billing-connector",{"server":"billing"}]';
 const value = (proc: bigint, commit: bigint, txId: number) =>
   `{"transaction_id":null,"lsn_proc":${proc},"messageType":"INSERT","lsn_commit":${commit},"lsn":${proc},"txId":${txId},"ts_usec":1764133200000000}`;
 
-it('migrate --debezium-offsets-topic: the connector named, its latest record; dry run prints it', async () => {
-  await db.query(
+/** Debezium's outbox table and its pgoutput slot; the WAL position now (bytes). */
+async function debeziumDatabase(d: TestDatabase): Promise<bigint> {
+  await d.query(
     `CREATE TABLE public.outbox (
        id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
        aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
   );
-  await db.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slotOf(db)]);
+  await d.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slotOf(d)]);
+  const [lsn] = await d.query<{ now: string }>(`SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS now`);
+  return BigInt(lsn!.now);
+}
+
+/** `migrate --compat debezium` reading the offsets topic `topic` for database `d`. */
+const migrateArgs = (d: TestDatabase, topic: string) => [
+  'migrate',
+  '--database-url',
+  d.url,
+  '--slot',
+  slotOf(d),
+  '--compat',
+  'debezium',
+  '--kafka-brokers',
+  kafka.brokers.join(','),
+  '--debezium-offsets-topic',
+  topic,
+];
+
+/** An LSN's text form. */
+const text = (n: bigint) =>
+  `${(n >> 32n).toString(16).toUpperCase()}/${(n & 0xffffffffn).toString(16).toUpperCase()}`;
+
+it('migrate --debezium-offsets-topic: the connector named, its latest record; dry run prints it', async () => {
   await db.query('CREATE TABLE filler AS SELECT g FROM generate_series(1, 1000) g');
-  const [lsn] = await db.query<{ now: string }>(`SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS now`);
-  const now = BigInt(lsn!.now);
-  const text = (n: bigint) =>
-    `${(n >> 32n).toString(16).toUpperCase()}/${(n & 0xffffffffn).toString(16).toUpperCase()}`;
+  const now = await debeziumDatabase(db);
 
   // Connect's offsets topic: compacted, several partitions; records keyed by connector and server.
   const topic = kafka.topic('connect-offsets');
@@ -59,19 +81,7 @@ it('migrate --debezium-offsets-topic: the connector named, its latest record; dr
   await send('["files",{"filename":"/var/in.txt"}]', '{"position":42}'); // not Debezium
   await send(KEY, value(now, now - 24n, 701));
 
-  const args = [
-    'migrate',
-    '--database-url',
-    db.url,
-    '--slot',
-    slotOf(db),
-    '--compat',
-    'debezium',
-    '--kafka-brokers',
-    kafka.brokers.join(','),
-    '--debezium-offsets-topic',
-    topic,
-  ];
+  const args = migrateArgs(db, topic);
   const ambiguous = spawnCli([...args, '--dry-run']);
   expect(await ambiguous.exited, ambiguous.logs()).toBe(64);
   expect(ambiguous.logs()).toMatch(
@@ -107,18 +117,7 @@ it('migrate --debezium-offsets-topic: the connector named, its latest record; dr
 it('migrate --debezium-offsets-topic: a transaction left open on the topic is waited for, not read past (the latest committed record wins)', async () => {
   const own = await createTestDatabase();
   try {
-    await own.query(
-      `CREATE TABLE public.outbox (
-         id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-         aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
-    );
-    await own.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slotOf(own)]);
-    const [lsn] = await own.query<{ now: string }>(
-      `SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS now`,
-    );
-    const now = BigInt(lsn!.now);
-    const text = (n: bigint) =>
-      `${(n >> 32n).toString(16).toUpperCase()}/${(n & 0xffffffffn).toString(16).toUpperCase()}`;
+    const now = await debeziumDatabase(own);
 
     const topic = kafka.topic('connect-offsets-txn');
     await kafka.createTopic('connect-offsets-txn', 1, { config: { 'cleanup.policy': 'compact' } });
@@ -150,20 +149,7 @@ it('migrate --debezium-offsets-topic: a transaction left open on the topic is wa
         await log.close();
       }
 
-      const dry = spawnCli([
-        'migrate',
-        '--database-url',
-        own.url,
-        '--slot',
-        slotOf(own),
-        '--compat',
-        'debezium',
-        '--kafka-brokers',
-        kafka.brokers.join(','),
-        '--debezium-offsets-topic',
-        topic,
-        '--dry-run',
-      ]);
+      const dry = spawnCli([...migrateArgs(own, topic), '--dry-run']);
       await dry.waitForLog(/the offsets topic has an open transaction/, 60_000);
       await open.abort();
       expect(await dry.exited, dry.logs()).toBe(0);
