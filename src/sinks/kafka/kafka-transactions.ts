@@ -123,18 +123,25 @@ export class TransactionalPublisher {
     const p = this.#kafka.producer(this.#config);
     const abandoned = this.#abandoned;
     this.#starting.add(p);
+    // The start that waited for it was abandoned meanwhile: a later one makes its own. Checked
+    // before the InitProducerId too: a producer whose connect came through after the thaw would
+    // otherwise bump the epoch and could fence the next start's producer (exit 75).
+    const abandonedMeanwhile = () => {
+      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
+    };
     try {
       await p.connect();
+      abandonedMeanwhile();
       // kafkajs initializes the transactional producer id at its first transaction: begin one and
       // end it empty (no EndTxn is sent for a transaction with no partitions).
       const t = await p.transaction();
       await t.abort();
       if (replacing) this.#check((await this.#read(true))?.token ?? null, true);
-      // The start that waited for it was abandoned meanwhile: a later one makes its own.
-      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
+      abandonedMeanwhile();
     } catch (e) {
       await p.disconnect().catch(() => {});
-      throw this.#fencedOr(e);
+      // An abandoned start's late error (fenced by the next start's producer) is not this relay's fencing.
+      throw this.#abandoned !== abandoned ? e : this.#fencedOr(e);
     } finally {
       this.#starting.delete(p);
     }
