@@ -21,7 +21,7 @@ const EVENTS = 200;
 
 beforeAll(async () => {
   [kafka] = await Promise.all([startDedicatedKafka(), migrateDb(db)]);
-  await Promise.all([kafka.createTopic('outbox.event.Frozen', 3), kafka.createTopic('outbox.event.Hung', 3)]);
+  await Promise.all(['Frozen', 'Hung', 'Once'].map((t) => kafka.createTopic(`outbox.event.${t}`, 3)));
 });
 
 afterEach(async () => {
@@ -46,12 +46,43 @@ async function pending(type: string): Promise<number> {
   return Number(r[0]!.n);
 }
 
+function count(pattern: RegExp): number {
+  return relay!.logs().match(new RegExp(pattern.source, 'g'))?.length ?? 0;
+}
+
+/** The relay's last log lines, without kafkajs' own (its retries would fill them). */
+function relayLogs(): string {
+  return relay!
+    .logs()
+    .split('\n')
+    .filter((l) => !l.includes('"component":"kafkajs"'))
+    .join('\n')
+    .slice(-4000);
+}
+
+function freeze(): void {
+  kafka.cluster.signal(1, 'SIGSTOP');
+  frozen = true;
+}
+
+function thaw(): void {
+  kafka.cluster.signal(1, 'SIGCONT');
+  frozen = false;
+}
+
 /**
  * 200 rows of `type` inserted, the broker frozen, the relay started (`args`); once the relay logs
  * `failed` (its first failed start of the sink), the broker thawed; then every row published,
- * and each event read back once, each key's events in order.
+ * and each event read back once (read_committed: kafkajs' default), each key's events in order.
+ * `refreeze`: after the thaw, the broker frozen again once the relay logs it, and thawed once the
+ * relay logs `failed` a second time (a start abandoned at a later step).
  */
-async function frozenAcrossStart(type: string, args: string[], failed: RegExp): Promise<void> {
+async function frozenAcrossStart(
+  type: string,
+  args: string[],
+  failed: RegExp,
+  refreeze?: RegExp,
+): Promise<void> {
   const rows = Array.from({ length: EVENTS }, (_, i) => {
     const key = `k${i % KEYS}`;
     const seq = Math.floor(i / KEYS);
@@ -59,13 +90,22 @@ async function frozenAcrossStart(type: string, args: string[], failed: RegExp): 
   });
   await insertEvents(db.pool, rows);
 
-  kafka.cluster.signal(1, 'SIGSTOP');
-  frozen = true;
+  freeze();
   relay = spawnRelay(db, kafka, args);
   // The relay's first failed start of the sink, then the thaw.
   await relay.waitForLog(failed, 90_000);
-  kafka.cluster.signal(1, 'SIGCONT');
-  frozen = false;
+  thaw();
+  if (refreeze) {
+    await relay.waitForLog(refreeze, 90_000);
+    freeze();
+    const before = count(failed);
+    await waitFor(() => count(failed) > before, {
+      timeoutMs: 90_000,
+      intervalMs: 100,
+      message: () => `a second failed start (${failed}); relay logs:\n${relayLogs()}`,
+    });
+    thaw();
+  }
   const thawedAt = Date.now();
 
   // Bounded generously (a busy machine), and by progress: 120 s without one more row published.
@@ -75,7 +115,7 @@ async function frozenAcrossStart(type: string, args: string[], failed: RegExp): 
     progress: () => pending(type),
     capMs: 300_000,
     message: async () =>
-      `every row published (${await pending(type)} of ${EVENTS} not yet); relay logs:\n${relay!.logs().slice(-3000)}`,
+      `every row published (${await pending(type)} of ${EVENTS} not yet); relay logs:\n${relayLogs()}`,
   });
   const recoveredMs = Date.now() - thawedAt;
 
@@ -93,7 +133,7 @@ async function frozenAcrossStart(type: string, args: string[], failed: RegExp): 
   expect(records.length).toBe(EVENTS);
   for (let k = 0; k < KEYS; k++) expect(byKey.get(`k${k}`), `key k${k}`).toEqual(expected);
   console.log(
-    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw`,
+    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw (${count(failed)} failed starts)`,
   );
 }
 
@@ -109,4 +149,50 @@ it('a start that outlasts --sink-start-timeout-ms is abandoned (its clients drop
     ['--sink-start-timeout-ms', '2000'],
     /"msg":"broker unavailable: the kafka sink did not start within 2000 ms \(--sink-start-timeout-ms\)/,
   );
+}, 420_000);
+
+it('--delivery exactly-once: the transactional start abandoned while frozen (the progress topic, then the producer id), then thawed: every event committed once, in key order', async () => {
+  // First the progress topic's admin client hangs on the frozen broker; after the thaw, the broker
+  // is frozen again right after the progress topic is created: the transactional producer's
+  // connect, coordinator look-up or InitProducerId hangs (the first InitProducerId of a fresh
+  // cluster also waits for __transaction_state to be created). 1.5 s: starts are abandoned
+  // mid-InitProducerId after the thaw too. Before the next start's producer waited for the
+  // abandoned one, that one got its producer id last and fenced it: PRODUCER_FENCED, exit 75,
+  // 0 of 200 events published (src/sinks/kafka/kafka-transactions.ts, #ready).
+  await frozenAcrossStart(
+    'Once',
+    // At debug, every failed start is logged (not only an outage's first).
+    [
+      '--delivery',
+      'exactly-once',
+      '--kafka-progress-topic',
+      'progress',
+      '--sink-start-timeout-ms',
+      '1500',
+      '--log-level',
+      'debug',
+    ],
+    /"err":"the kafka sink did not start within 1500 ms \(--sink-start-timeout-ms\)/,
+    /"msg":"created the exactly-once progress topic"/,
+  );
+}, 420_000);
+
+it('--kafka-topics create: the provisioning abandoned while frozen, then thawed: the topic is created and every event published once, in key order', async () => {
+  // The topic (not created beforehand) is known from its override: provisioned at start, by an
+  // admin client that hangs on the frozen broker.
+  await frozenAcrossStart(
+    'Made',
+    [
+      '--kafka-topics',
+      'create',
+      '--kafka-topic-override',
+      'Made=partitions=3',
+      '--sink-start-timeout-ms',
+      '2000',
+    ],
+    /"msg":"broker unavailable: the kafka sink did not start within 2000 ms \(--sink-start-timeout-ms\)/,
+  );
+  const admin = await kafka.admin();
+  const md = await admin.fetchTopicMetadata({ topics: ['outbox.event.Made'] });
+  expect(md.topics[0]!.partitions).toHaveLength(3);
 }, 420_000);

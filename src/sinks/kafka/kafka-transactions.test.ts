@@ -1,8 +1,10 @@
-import { KafkaJSProtocolError, logLevel } from 'kafkajs';
-import { describe, expect, it } from 'vitest';
+import { type Kafka, KafkaJSProtocolError, logLevel } from 'kafkajs';
+import { describe, expect, it, vi } from 'vitest';
+import { silentLogger } from '../../observability/logger.ts';
 import { isFenced } from './kafka-errors.ts';
 import { decodeProgress, encodeProgress } from './kafka-progress.ts';
 import { requestsOf, transactionalIdOf } from './kafka-sink.ts';
+import { TransactionalPublisher } from './kafka-transactions.ts';
 import { relayLevelOf } from './kafkajs/log.ts';
 
 /** Pure parts of exactly-once delivery (docs/delivery.md); the protocol itself is tested on the real broker (test/integration/exactly-once.test.ts). */
@@ -96,5 +98,95 @@ describe('requestsOf (a transaction of several batches: one produce request per 
     const batch = [msg('a', 1, 500), msg('a', 2)];
     expect(ids(requestsOf(batch, [], { size: 10, bytes: 300 }))).toEqual([['a:k1'], ['a:k2']]);
     expect(requestsOf(batch, [{ topic: 'a', messages: batch }], { size: 0, bytes: 0 })).toHaveLength(1);
+  });
+});
+
+describe('TransactionalPublisher.abandonStart (a start past --sink-start-timeout-ms)', () => {
+  /**
+   * A Kafka whose producers' connects wait until released; records each InitProducerId
+   * (transaction()), which `initError` (if given) fails once released.
+   */
+  function fakeKafka() {
+    type FakeProducer = {
+      release(): void;
+      inits: number;
+      disconnected: boolean;
+      initError?: { error: Error; release(): void };
+    };
+    const producers: FakeProducer[] = [];
+    const kafka = {
+      admin: () => ({
+        connect: async () => {},
+        listTopics: async () => ['progress'],
+        disconnect: async () => {},
+      }),
+      producer: () => {
+        let release = () => {};
+        const connected = new Promise<void>((r) => {
+          release = r;
+        });
+        const p: FakeProducer = { release, inits: 0, disconnected: false };
+        producers.push(p);
+        return {
+          connect: () => connected,
+          transaction: async () => {
+            p.inits++;
+            const failed = p.initError;
+            if (failed) await new Promise<void>((r) => (failed.release = r));
+            if (failed) throw failed.error;
+            return { abort: async () => {} };
+          },
+          disconnect: async () => {
+            p.disconnected = true;
+          },
+        };
+      },
+    };
+    return { kafka: kafka as unknown as Kafka, producers };
+  }
+  const config = {
+    transactionalId: 'pg-outbox-relay/app/s',
+    progressTopic: 'progress',
+    transactionTimeoutMs: 60000,
+  };
+
+  it("a producer connected after its start was abandoned sends no InitProducerId (it would fence the next start's producer) and is dropped", async () => {
+    const { kafka, producers } = fakeKafka();
+    const t = new TransactionalPublisher(kafka, {}, config, silentLogger());
+    const first = t.start();
+    await vi.waitFor(() => expect(producers).toHaveLength(1));
+    t.abandonStart();
+    const second = t.start();
+    // The broker thawed: the abandoned producer's connect comes through late.
+    producers[0]!.release();
+    await expect(first).rejects.toThrow(/abandoned/);
+    await vi.waitFor(() => expect(producers).toHaveLength(2));
+    producers[1]!.release();
+    await second;
+    expect(producers.map((p) => p.inits)).toEqual([0, 1]);
+    expect(producers.map((p) => p.disconnected)).toEqual([true, false]);
+    expect(t.fenced).toBeNull();
+  });
+
+  it("the next start's producer waits until an abandoned one's InitProducerId settled (or the late one would fence it), and that one's late fencing error does not fence the relay", async () => {
+    const { kafka, producers } = fakeKafka();
+    const t = new TransactionalPublisher(kafka, {}, config, silentLogger());
+    const first = t.start();
+    await vi.waitFor(() => expect(producers).toHaveLength(1));
+    const fenced = protocolError('INVALID_PRODUCER_EPOCH', 47);
+    producers[0]!.initError = { error: fenced, release: () => {} };
+    producers[0]!.release();
+    await vi.waitFor(() => expect(producers[0]!.inits).toBe(1));
+    t.abandonStart();
+    const second = t.start();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(producers).toHaveLength(1);
+    producers[0]!.initError!.release();
+    await expect(first).rejects.toBe(fenced);
+    await vi.waitFor(() => expect(producers).toHaveLength(2));
+    producers[1]!.release();
+    await second;
+    expect(producers.map((p) => p.inits)).toEqual([1, 1]);
+    expect(t.fenced).toBeNull();
   });
 });

@@ -53,6 +53,19 @@ function idOf(m: Message): string {
   return (m as unknown as { event: { id: string } }).event.id;
 }
 
+/**
+ * How long a producer being made ready waits for the previous one (an abandoned start's) to
+ * settle: kafkajs' timeouts and retries end it well within; past it, the wait is not worth a wedge.
+ */
+const SETTLE_MS = 60_000;
+
+/** Resolves once `p` settled, or after `ms`. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => {}), new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
 function batchKey(batch: readonly { event: { id: string } }[]): string {
   return batch.map((m) => m.event.id).join(',');
 }
@@ -80,6 +93,8 @@ export class TransactionalPublisher {
   readonly #starting = new Set<{ disconnect(): Promise<void> }>();
   /** abandonStart calls so far: a producer made ready across one is dropped. */
   #abandoned = 0;
+  /** The producer being made ready last (#ready): the next one waits until it settled. */
+  #initializing: Promise<unknown> = Promise.resolve();
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
   replacements = 0;
@@ -118,23 +133,46 @@ export class TransactionalPublisher {
   async #ready(): Promise<Producer> {
     if (this.#fenced) throw this.#fenced;
     if (this.#producer) return this.#producer;
+    // One producer made ready at a time, an abandoned start's included: kafkajs cannot cancel one
+    // (its disconnect waits for the requests in flight, and its retries reconnect), so it may
+    // still get a producer id after the thaw, and a later producer that got its own first would
+    // be fenced by it (exit 75). Waiting until it settled keeps the newest producer id ours.
+    const abandoned = this.#abandoned;
+    const previous = this.#initializing;
+    const attempt = (async () => {
+      await settledWithin(previous, SETTLE_MS);
+      return this.#init(abandoned);
+    })();
+    this.#initializing = attempt;
+    return attempt;
+  }
+
+  async #init(abandoned: number): Promise<Producer> {
+    // The start that waited for it was abandoned meanwhile: a later one makes its own. Checked
+    // before the InitProducerId too: an abandoned start's producer would bump the epoch.
+    const abandonedMeanwhile = () => {
+      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
+    };
+    abandonedMeanwhile();
+    if (this.#fenced) throw this.#fenced;
+    if (this.#producer) return this.#producer;
     const replacing = this.#knowsLast;
     if (replacing) this.#check((await this.#read(false))?.token ?? null, false);
     const p = this.#kafka.producer(this.#config);
-    const abandoned = this.#abandoned;
     this.#starting.add(p);
     try {
       await p.connect();
+      abandonedMeanwhile();
       // kafkajs initializes the transactional producer id at its first transaction: begin one and
       // end it empty (no EndTxn is sent for a transaction with no partitions).
       const t = await p.transaction();
       await t.abort();
       if (replacing) this.#check((await this.#read(true))?.token ?? null, true);
-      // The start that waited for it was abandoned meanwhile: a later one makes its own.
-      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
+      abandonedMeanwhile();
     } catch (e) {
       await p.disconnect().catch(() => {});
-      throw this.#fencedOr(e);
+      // An abandoned start's late error (fenced by the next start's producer) is not this relay's fencing.
+      throw this.#abandoned !== abandoned ? e : this.#fencedOr(e);
     } finally {
       this.#starting.delete(p);
     }
@@ -441,8 +479,10 @@ export class TransactionalPublisher {
 
   /**
    * The sink's start was abandoned (--sink-start-timeout-ms): the clients it may hang on (the
-   * producer being made ready, the admin of the progress topic) are disconnected, and a
-   * producer whose InitProducerId still comes through is not kept.
+   * producer being made ready, the admin of the progress topic) are disconnected. Disconnected is
+   * not gone (kafkajs reconnects for the next request), so the producer sends no InitProducerId
+   * once its connect comes through, one whose InitProducerId still comes through is not kept,
+   * and the next start's producer waits until it settled (#ready).
    */
   abandonStart(): void {
     this.#abandoned++;
