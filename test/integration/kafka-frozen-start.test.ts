@@ -76,12 +76,15 @@ function thaw(): void {
  * and each event read back once (read_committed: kafkajs' default), each key's events in order.
  * `refreeze`: after the thaw, the broker frozen again once the relay logs it, and thawed once the
  * relay logs `failed` a second time (a start abandoned at a later step).
+ * `fencedRestarts`: a relay that exits 75 (fenced) is started again, as its supervisor would, at
+ * most that many times (exactly-once: see the test).
  */
 async function frozenAcrossStart(
   type: string,
   args: string[],
   failed: RegExp,
   refreeze?: RegExp,
+  fencedRestarts = 0,
 ): Promise<void> {
   const rows = Array.from({ length: EVENTS }, (_, i) => {
     const key = `k${i % KEYS}`;
@@ -108,15 +111,30 @@ async function frozenAcrossStart(
   }
   const thawedAt = Date.now();
 
+  let fenced = 0;
+  let exitedWith: number | string | null = null;
+  const watch = (r: RelayProcess) => void r.exited.then((code) => relay === r && (exitedWith = code));
+  watch(relay);
   // Bounded generously (a busy machine), and by progress: 120 s without one more row published.
-  await waitFor(async () => (await pending(type)) === 0, {
-    timeoutMs: 120_000,
-    intervalMs: 300,
-    progress: () => pending(type),
-    capMs: 300_000,
-    message: async () =>
-      `every row published (${await pending(type)} of ${EVENTS} not yet); relay logs:\n${relayLogs()}`,
-  });
+  await waitFor(
+    async () => {
+      if (exitedWith === 75 && fenced < fencedRestarts) {
+        fenced++;
+        exitedWith = null;
+        relay = spawnRelay(db, kafka, args);
+        watch(relay);
+      }
+      return (await pending(type)) === 0;
+    },
+    {
+      timeoutMs: 120_000,
+      intervalMs: 300,
+      progress: () => pending(type),
+      capMs: 300_000,
+      message: async () =>
+        `every row published (${await pending(type)} of ${EVENTS} not yet); relay logs:\n${relayLogs()}`,
+    },
+  );
   const recoveredMs = Date.now() - thawedAt;
 
   // Read back from Kafka: each event once, and each key's events in order.
@@ -133,7 +151,7 @@ async function frozenAcrossStart(
   expect(records.length).toBe(EVENTS);
   for (let k = 0; k < KEYS; k++) expect(byKey.get(`k${k}`), `key k${k}`).toEqual(expected);
   console.log(
-    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw (${count(failed)} failed starts)`,
+    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw (${count(failed)} failed starts${fenced ? `; fenced by its own abandoned start and restarted ${fenced} time(s)` : ''})`,
   );
 }
 
@@ -155,10 +173,13 @@ it('--delivery exactly-once: the transactional start abandoned while frozen (the
   // First the progress topic's admin client hangs on the frozen broker; after the thaw, the broker
   // is frozen again right after the progress topic is created: the transactional producer's
   // connect, coordinator look-up or InitProducerId hangs (the first InitProducerId of a fresh
-  // cluster also waits for __transaction_state to be created). 1.5 s: starts are abandoned
-  // mid-InitProducerId after the thaw too. Before the next start's producer waited for the
-  // abandoned one, that one got its producer id last and fenced it: PRODUCER_FENCED, exit 75,
-  // 0 of 200 events published (src/sinks/kafka/kafka-transactions.ts, #ready).
+  // cluster also waits for __transaction_state to be created).
+  // kafkajs cannot cancel a dropped producer: one whose InitProducerId was already sent may still
+  // get its producer id after the thaw, after the next start's producer got its own, and fence
+  // it; the relay then exits 75 and its supervisor starts it again (docs/operations.md). Making the
+  // next start wait for the dropped one instead spends that start's --sink-start-timeout-ms, so
+  // starts whose InitProducerId is slow could be abandoned one after another: a restart is the
+  // lesser cost. What the test holds is the guarantee: every event committed once, in key order.
   await frozenAcrossStart(
     'Once',
     // At debug, every failed start is logged (not only an outage's first).
@@ -168,12 +189,13 @@ it('--delivery exactly-once: the transactional start abandoned while frozen (the
       '--kafka-progress-topic',
       'progress',
       '--sink-start-timeout-ms',
-      '1500',
+      '3000',
       '--log-level',
       'debug',
     ],
-    /"err":"the kafka sink did not start within 1500 ms \(--sink-start-timeout-ms\)/,
+    /"err":"the kafka sink did not start within 3000 ms \(--sink-start-timeout-ms\)/,
     /"msg":"created the exactly-once progress topic"/,
+    2,
   );
 }, 420_000);
 

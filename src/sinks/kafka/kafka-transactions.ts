@@ -53,19 +53,6 @@ function idOf(m: Message): string {
   return (m as unknown as { event: { id: string } }).event.id;
 }
 
-/**
- * How long a producer being made ready waits for the previous one (an abandoned start's) to
- * settle: kafkajs' timeouts and retries end it well within; past it, the wait is not worth a wedge.
- */
-const SETTLE_MS = 60_000;
-
-/** Resolves once `p` settled, or after `ms`. */
-async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p.catch(() => {}), new Promise((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-
 function batchKey(batch: readonly { event: { id: string } }[]): string {
   return batch.map((m) => m.event.id).join(',');
 }
@@ -93,8 +80,6 @@ export class TransactionalPublisher {
   readonly #starting = new Set<{ disconnect(): Promise<void> }>();
   /** abandonStart calls so far: a producer made ready across one is dropped. */
   #abandoned = 0;
-  /** The producer being made ready last (#ready): the next one waits until it settled. */
-  #initializing: Promise<unknown> = Promise.resolve();
   /** Transactions committed / aborted by replacing the producer (tests, metrics, logs). */
   commits = 0;
   replacements = 0;
@@ -133,33 +118,17 @@ export class TransactionalPublisher {
   async #ready(): Promise<Producer> {
     if (this.#fenced) throw this.#fenced;
     if (this.#producer) return this.#producer;
-    // One producer made ready at a time, an abandoned start's included: kafkajs cannot cancel one
-    // (its disconnect waits for the requests in flight, and its retries reconnect), so it may
-    // still get a producer id after the thaw, and a later producer that got its own first would
-    // be fenced by it (exit 75). Waiting until it settled keeps the newest producer id ours.
-    const abandoned = this.#abandoned;
-    const previous = this.#initializing;
-    const attempt = (async () => {
-      await settledWithin(previous, SETTLE_MS);
-      return this.#init(abandoned);
-    })();
-    this.#initializing = attempt;
-    return attempt;
-  }
-
-  async #init(abandoned: number): Promise<Producer> {
-    // The start that waited for it was abandoned meanwhile: a later one makes its own. Checked
-    // before the InitProducerId too: an abandoned start's producer would bump the epoch.
-    const abandonedMeanwhile = () => {
-      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
-    };
-    abandonedMeanwhile();
-    if (this.#fenced) throw this.#fenced;
-    if (this.#producer) return this.#producer;
     const replacing = this.#knowsLast;
     if (replacing) this.#check((await this.#read(false))?.token ?? null, false);
     const p = this.#kafka.producer(this.#config);
+    const abandoned = this.#abandoned;
     this.#starting.add(p);
+    // The start that waited for it was abandoned meanwhile: a later one makes its own. Checked
+    // before the InitProducerId too: a producer whose connect came through after the thaw would
+    // otherwise bump the epoch and could fence the next start's producer (exit 75).
+    const abandonedMeanwhile = () => {
+      if (this.#abandoned !== abandoned) throw new Error('the sink start was abandoned');
+    };
     try {
       await p.connect();
       abandonedMeanwhile();
@@ -479,10 +448,8 @@ export class TransactionalPublisher {
 
   /**
    * The sink's start was abandoned (--sink-start-timeout-ms): the clients it may hang on (the
-   * producer being made ready, the admin of the progress topic) are disconnected. Disconnected is
-   * not gone (kafkajs reconnects for the next request), so the producer sends no InitProducerId
-   * once its connect comes through, one whose InitProducerId still comes through is not kept,
-   * and the next start's producer waits until it settled (#ready).
+   * producer being made ready, the admin of the progress topic) are disconnected, and a
+   * producer whose InitProducerId still comes through is not kept.
    */
   abandonStart(): void {
     this.#abandoned++;
