@@ -413,8 +413,19 @@ describe('exactly-once on a broker of its own (faults)', () => {
     await ded.cluster.kill(1);
     await new Promise((res) => setTimeout(res, 2000));
     await ded.cluster.start(1);
-    await writing;
-    await settled();
+    // The test's own timeout ends it before settled() gives up (its bound is by progress): say
+    // what the relay was doing first (a CI run once timed out here with no log to read).
+    const dump = setTimeout(
+      () =>
+        console.log(`the relay's last log lines, 300 s in:\n${r.logs().split('\n').slice(-60).join('\n')}`),
+      300_000,
+    );
+    try {
+      await writing;
+      await settled();
+    } finally {
+      clearTimeout(dump);
+    }
     r.kill('SIGTERM');
     expect(await r.exited).toBe(0);
     // Its own keys only: rows an earlier test left pending go out on this broker too.
