@@ -196,8 +196,8 @@ export async function runRelay(c: Config, log: Logger, given?: Sink): Promise<nu
   process.on('SIGINT', onSignal);
   await relay.start();
   // With --kafka-topics create, a missing dead-letter topic is created when the first event dies.
-  // createSink wraps the broker sink in a SchemaRegistrySink exactly when a registry is set.
-  const kafka = c.schemaRegistryUrl ? (sink as SchemaRegistrySink).inner : sink;
+  // A SchemaRegistrySink (not imported here: createSink loads it with a registry) wraps the broker sink.
+  const kafka = 'inner' in sink ? (sink as SchemaRegistrySink).inner : sink;
   if (c.deadLetterTopic && kafka instanceof KafkaSink && c.kafkaTopics !== 'create')
     void checkDeadLetterTopic(kafka, c.deadLetterTopic, log);
   // Up until the relay has drained, so /readyz says `stopping` during a graceful stop.
