@@ -22,7 +22,7 @@
  * broker's and the floor producer's — are quiet, at most LIVE_WARMUP_MAX_SECONDS).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -58,6 +58,13 @@ export type PgFloor = {
   pgCpuSeconds: number;
   /** The pass's events it received, warm-up included: the divisor of its CPU per event. */
   pgEvents: number;
+  /**
+   * Per measured event the reader received, the broker's append of the relay's record minus the
+   * reader's receipt: what the relay and the broker add to what PostgreSQL delivers at that
+   * moment (negative for the `pgLate` ones). Its tail beside the Kafka floor's says whether the
+   * relay's tail is its own or the walsender's.
+   */
+  afterPg: Dist;
 };
 
 /**
@@ -140,6 +147,16 @@ export class Floors {
     }
     const received = new Float64Array(readFileSync(file).buffer.slice(0));
     rmSync(file, { force: true });
+    // BENCH_LIVE_DUMP=file: beside the relay's dump (bench/live.ts), per pass, each event's commit,
+    // the reader's receipt and the broker's append of the relay's record (ms since the epoch).
+    if (process.env.BENCH_LIVE_DUMP) {
+      const lines = ['seq,commit_ms,pg_receipt_ms,append_ms'];
+      for (let i = 0; i < events.written; i++)
+        lines.push(
+          `${i},${events.commitAt[i]!.toFixed(3)},${(received[i] ?? Number.NaN).toFixed(3)},${events.ackAt[i]}`,
+        );
+      writeFileSync(`${process.env.BENCH_LIVE_DUMP}.pg-floor-run${pass + 1}.csv`, `${lines.join('\n')}\n`);
+    }
     return { ...pgFloorOf(received, events), pgCpuSeconds };
   }
 
@@ -207,6 +224,7 @@ export class Floors {
  */
 export function pgFloorOf(received: Float64Array, events: LiveEvents): Omit<PgFloor, 'pgCpuSeconds'> {
   const lat: number[] = [];
+  const after: number[] = [];
   let missing = 0;
   let late = 0;
   let pgEvents = 0;
@@ -217,9 +235,10 @@ export function pgFloorOf(received: Float64Array, events: LiveEvents): Omit<PgFl
     else {
       lat.push(at - events.commitAt[i]!);
       if (at > events.ackAt[i]!) late++;
+      if (!Number.isNaN(events.ackAt[i]!)) after.push(events.ackAt[i]! - at);
     }
   }
-  return { pg: distribution(lat), pgMissing: missing, pgLate: late, pgEvents };
+  return { pg: distribution(lat), pgMissing: missing, pgLate: late, pgEvents, afterPg: distribution(after) };
 }
 
 type FloorsOptions = {

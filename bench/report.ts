@@ -464,6 +464,7 @@ export class Report {
         'warm-up s (relay, Kafka floor)',
         'missing',
         'PG floor after relay',
+        'relay after PG floor',
         'relay CPU/event',
         'Kafka floor, PG floor CPU/event',
         'CPU ÷ floors',
@@ -479,6 +480,7 @@ export class Report {
         `${r.relay.warmupSeconds.toFixed(0)}, ${r.floor.warmupSeconds.toFixed(0)}`,
         `${r.relay.missing} (PG floor ${r.floor.pgMissing})`,
         r.floor.pgLate,
+        ms(r.floor.afterPg),
         `${us(r.relayCpu, r.relay.dist.n + r.relay.warmup.n).toFixed(1)} µs`,
         `${liveCpu(r).kafka.toFixed(1)}, ${liveCpu(r).pg.toFixed(1)} µs`,
         liveCpu(r).vsFloor.toFixed(2),
@@ -487,10 +489,12 @@ export class Report {
     const p99 = medianAndWorst(runs.map((r) => vs(r, 'p99')));
     const max = medianAndWorst(runs.map((r) => vs(r, 'max')));
     const p50 = medianAndWorst(runs.map((r) => vs(r, 'p50')));
+    const ownP99 = medianAndWorst(runs.map((r) => r.floor.afterPg.p99 / r.floor.kafka.p99));
     console.log(
       `\nrelay ÷ floors: p99 median ${p99.median.toFixed(2)}, worst ${p99.worst.toFixed(2)} (target ≤ 1.5); max median ${max.median.toFixed(2)}, worst ${max.worst.toFixed(2)} (target ≤ 2). ` +
         `Warm-up rule for each pass: at least ${LIVE_WARMUP_SECONDS} s, then until the JVMs' JIT compilers (the broker's; in the Kafka floor's pass its producer's too) were under 5 % of a core for 3 s in a row, at most ${LIVE_WARMUP_MAX_SECONDS} s. ` +
-        `The Kafka floor ends at the producer's ack (the broker's append plus the response), the relay's figure at the append: the floor's sum leans high by a response's trip. "PG floor after relay": measured events the PG floor's reader received after the broker had appended the relay's record.`,
+        `The Kafka floor ends at the producer's ack (the broker's append plus the response), the relay's figure at the append: the floor's sum leans high by a response's trip. "PG floor after relay": measured events the PG floor's reader received after the broker had appended the relay's record. ` +
+        `"Relay after PG floor": per event, the broker's append of the relay's record minus the PG floor reader's receipt of its commit — what the relay and the broker add to what PostgreSQL delivered at that moment; its p99 ÷ the Kafka floor's p99: median ${ownP99.median.toFixed(2)}, worst ${ownP99.worst.toFixed(2)} (over 1: the relay and its Produce requests add more to the tail than Kafka's own producer does; under 1, the relay's tail is PostgreSQL's delivery plus a Kafka floor's).`,
     );
     const cpu = runs.map(liveCpu);
     const cpuVs = medianAndWorst(cpu.map((c) => c.vsFloor));
@@ -523,6 +527,8 @@ export class Report {
       live_max_vs_floor: ratio(max.worst),
       live_max_vs_floor_median: ratio(max.median),
       live_p50_vs_floor_median: ratio(p50.median),
+      live_after_pg_p99_vs_kafka_floor: ratio(ownP99.median),
+      live_after_pg_p99_vs_kafka_floor_worst: ratio(ownP99.worst),
       live_floor_runs: runs.map((r) => ({
         floor_first: r.floorFirst,
         relay_ms: [round(r.relay.dist.p50, 2), round(r.relay.dist.p99, 2), round(r.relay.dist.max, 2)],
@@ -533,6 +539,11 @@ export class Report {
           round(r.floor.kafka.max, 2),
         ],
         pg_floor_after_relay: r.floor.pgLate,
+        relay_after_pg_floor_ms: [
+          round(r.floor.afterPg.p50, 2),
+          round(r.floor.afterPg.p99, 2),
+          round(r.floor.afterPg.max, 2),
+        ],
         relay_cpu_us_per_event: round(liveCpu(r).relay),
         kafka_floor_cpu_us_per_event: round(liveCpu(r).kafka),
         kafka_floor_jit_cpu_us_per_event: round(liveCpu(r).kafkaJit),

@@ -78,5 +78,7 @@ describe('pgFloorOf', () => {
     const f = pgFloorOf(received, events);
     expect(f).toMatchObject({ pgMissing: 1, pgLate: 1, pgEvents: 4 });
     expect(f.pg).toMatchObject({ n: 3, max: 6 });
+    // append − receipt: 15 − 12, 35 − 36, 45 − 41
+    expect(f.afterPg).toMatchObject({ n: 3, p50: 3, max: 4 });
   });
 });
