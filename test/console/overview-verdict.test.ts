@@ -33,7 +33,7 @@ afterAll(async () => {
   await relay?.exited;
 });
 
-it('the overview within a second of streaming: the verdict agrees with the relay and slot cards, and /readyz says the same', async () => {
+it('the overview right after streaming began: the verdict agrees with the relay and slot cards, and /readyz says the same', async () => {
   const r = await spawnRelayWithHttp(db, 'stdout', consoleRelayArgs(TOKEN));
   relay = r.relay;
   const base = `http://127.0.0.1:${r.port}`;
@@ -58,7 +58,10 @@ it('the overview within a second of streaming: the verdict agrees with the relay
       els.map((e) => `${e.getAttribute('data-problem')}: ${e.querySelector('.problem')?.textContent ?? ''}`),
     );
   const said = { loadedWithinMs, relayState, slotActive, verdict, findings };
-  expect(loadedWithinMs, JSON.stringify(said)).toBeLessThan(1000);
+  // A precondition, not a timing target: the page must come inside the window the old code got
+  // wrong (up to 15 s from a first reading taken before streaming), or the test could not fail.
+  // A busy machine took 1.1 s here; 5 s keeps it well inside.
+  expect(loadedWithinMs, JSON.stringify(said)).toBeLessThan(5000);
   expect(relayState, JSON.stringify(said)).toBe('active');
   expect(slotActive, JSON.stringify(said)).toMatch(/^yes \(pid \d+\)$/);
   // No contradiction: nothing in the verdict says that no relay streams.

@@ -137,8 +137,19 @@ async function frozenAcrossStart(
   );
   const recoveredMs = Date.now() - thawedAt;
 
-  // Read back from Kafka: each event once, and each key's events in order.
-  const records = await kafka.readAll(`outbox.event.${type}`);
+  // Read back from Kafka: each event once, and each key's events in order. Read committed, a
+  // Kafka transaction's records show once the coordinator has written its commit markers, which
+  // it does after answering the commit: the relay can record an event published before a reader
+  // sees it (a CI run read 0 of 200 at once). So the read waits until every event shows.
+  let records = await kafka.readAll(`outbox.event.${type}`);
+  const atOnce = records.length;
+  await waitFor(async () => (records = await kafka.readAll(`outbox.event.${type}`)).length >= EVENTS, {
+    timeoutMs: 60_000,
+    intervalMs: 200,
+    progress: () => records.length,
+    message: () =>
+      `every event visible read_committed (${records.length} of ${EVENTS}); relay logs:\n${relayLogs()}`,
+  });
   const byKey = new Map<string, number[]>();
   for (const r of records) {
     const { key, seq } = JSON.parse(r.value!.toString()) as { key: string; seq: number };
@@ -151,7 +162,7 @@ async function frozenAcrossStart(
   expect(records.length).toBe(EVENTS);
   for (let k = 0; k < KEYS; k++) expect(byKey.get(`k${k}`), `key k${k}`).toEqual(expected);
   console.log(
-    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw (${count(failed)} failed starts${fenced ? `; fenced by its own abandoned start and restarted ${fenced} time(s)` : ''})`,
+    `Kafka frozen across the start (${type}): ${EVENTS} events published ${recoveredMs} ms after the thaw, ${atOnce} read at once (${count(failed)} failed starts${fenced ? `; fenced by its own abandoned start and restarted ${fenced} time(s)` : ''})`,
   );
 }
 
