@@ -24,7 +24,9 @@
  *   202 MB for 3 – 11 %. 50 (1.5 ×) against 100: the 200,000-row transaction's peak RSS 129 –
  *   136 MB instead of 133 – 152 (fewer Buffers that died old wait for a mark-compact); the bulk
  *   drain's relay CPU per event unchanged within its rounds' spread, the big transaction's
- *   0.3 – 4.8 µs higher in each of 6 pairs (median +2.4: ~15 %).
+ *   0.3 – 4.8 µs higher in each of 6 pairs (median +2.4: ~15 %). Live (2,000 commits/s, 3
+ *   interleaved rounds): p99 19.3 ms median at 50 against 40.4 at 100, lower in every round;
+ *   25 gave no better tail than 50 (docs/benchmarks.md, "Stop 45").
  *
  * Both flags are read by V8 at every collection, which is why setting them here works. The
  * documented ways (--max-semi-space-size, --max-old-space-size) are read once, when the heap is
