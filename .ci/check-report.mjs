@@ -9,12 +9,11 @@ const passed = count('passed');
 const failed = count('failed');
 const notRun = all.filter((t) => !['passed', 'failed'].includes(t.status));
 const brokenFiles = report.testResults.filter((f) => f.status === 'failed' && f.assertionResults.length === 0);
-// Each failure's test and the first line of its message: the end of CI's log (--summary) names them.
+const name = (t) => `${t.file.replace(process.cwd(), '.')} > ${t.fullName}`;
+// Each failure's test and the first line of its message (.ci/run prints every report again at its end).
 for (const t of all.filter((x) => x.status === 'failed'))
-  console.error(
-    `FAILED: ${t.file.replace(process.cwd(), '.')} > ${t.fullName}: ${String(t.failureMessages?.[0] ?? '').split('\n')[0].slice(0, 300)}`,
-  );
-for (const t of notRun) console.error(`NOT RUN (${t.status}): ${t.file.replace(process.cwd(), '.')} > ${t.fullName}`);
+  console.error(`FAILED: ${name(t)}: ${String(t.failureMessages?.[0] ?? '').split('\n')[0].slice(0, 300)}`);
+for (const t of notRun) console.error(`NOT RUN (${t.status}): ${name(t)}`);
 for (const f of brokenFiles) console.error(`FILE FAILED TO RUN: ${f.name}: ${(f.message ?? '').slice(0, 500)}`);
 console.log(`tests: ${passed} passed, ${failed} failed${notRun.length ? `, ${notRun.length} skipped` : ''}`);
 if (all.length === 0) console.error('no test ran');

@@ -234,8 +234,9 @@ export function pgFloorOf(received: Float64Array, events: LiveEvents): Omit<PgFl
     if (Number.isNaN(at)) missing++;
     else {
       lat.push(at - events.commitAt[i]!);
-      if (at > events.ackAt[i]!) late++;
-      if (!Number.isNaN(events.ackAt[i]!)) after.push(events.ackAt[i]! - at);
+      const d = events.ackAt[i]! - at; // NaN: the relay's record was not read back
+      if (!Number.isNaN(d)) after.push(d);
+      if (d < 0) late++;
     }
   }
   return { pg: distribution(lat), pgMissing: missing, pgLate: late, pgEvents, afterPg: distribution(after) };

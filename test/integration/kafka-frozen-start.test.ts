@@ -143,7 +143,9 @@ async function frozenAcrossStart(
   // sees it (a CI run read 0 of 200 at once). So the read waits until every event shows.
   let records = await kafka.readAll(`outbox.event.${type}`);
   const atOnce = records.length;
-  await waitFor(async () => (records = await kafka.readAll(`outbox.event.${type}`)).length >= EVENTS, {
+  const all = async () =>
+    records.length >= EVENTS || (records = await kafka.readAll(`outbox.event.${type}`)).length >= EVENTS;
+  await waitFor(all, {
     timeoutMs: 60_000,
     intervalMs: 200,
     progress: () => records.length,
