@@ -3,8 +3,10 @@
  * @aws-sdk/client-sqs SendMessageBatch, doing nothing but send relay-shaped messages (a
  * VALUE_BYTES body, the relay's five headers as message attributes) 10 to a request, at most
  * WINDOW requests awaiting their answer (as --sqs-max-in-flight), counting a message only once its
- * entry is in `Successful` (a failed entry or request fails the run). No database, no routing, no
- * per-key order (the relay sends at most one message per key per request). One long-lived process
+ * entry is in `Successful` (a failed entry or a refused request fails the run; a request that
+ * got no answer is sent again, up to MAX_ATTEMPTS times, as the relay's sink retries it). No
+ * database, no routing, no per-key order (the relay sends at most one message per key per
+ * request). One long-lived process
  * for every round: "run N" on stdin sends N messages and waits for every answer, then prints
  * "done <seconds>" (or "failed <why>"); EOF exits.
  *
@@ -41,22 +43,38 @@ function entry(i: number, j: number): SendMessageBatchRequestEntry {
   };
 }
 
+/** Attempts of one request that gets no answer before the run fails. */
+const MAX_ATTEMPTS = 5;
+
 async function runOnce(n: number): Promise<string | null> {
   let sent = 0;
+  let resent = 0;
   let failure: string | null = null;
   const worker = async () => {
     while (failure === null && sent < n) {
       const entries: SendMessageBatchRequestEntry[] = [];
       while (entries.length < 10 && sent < n) entries.push(entry(sent++, entries.length));
-      try {
-        const r = await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl!, Entries: entries }));
-        if ((r.Failed ?? []).length > 0) failure ??= `${r.Failed![0]!.Code}: ${r.Failed![0]!.Message}`;
-      } catch (e) {
-        failure ??= (e as Error).message;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl!, Entries: entries }));
+          if ((r.Failed ?? []).length > 0) failure ??= `${r.Failed![0]!.Code}: ${r.Failed![0]!.Message}`;
+          break;
+        } catch (e) {
+          // A request that got no answer (the server closed a kept-alive socket as it was reused:
+          // "socket hang up") is sent again, as the relay's SQS sink retries a transport error;
+          // an answer that refuses the request, or a fifth failure, fails the run.
+          const answered = (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+          if (answered !== undefined || attempt >= MAX_ATTEMPTS) {
+            failure ??= (e as Error).message;
+            break;
+          }
+          resent++;
+        }
       }
     }
   };
   await Promise.all(Array.from({ length: window }, worker));
+  if (resent > 0) process.stderr.write(`${resent} request(s) sent again after no answer\n`);
   return failure;
 }
 
