@@ -322,7 +322,7 @@ async function sqsSink(): Promise<BenchSink> {
   // The relays the bench spawns inherit its environment: there the SDK's default chain finds
   // ElasticMQ's (unchecked) credentials and region.
   Object.assign(process.env, ELASTICMQ_ENV);
-  const server = await LocalElasticMq.start({ queues: types, fullJit: true });
+  const server = await LocalElasticMq.start({ queues: types, fullJit: true, heapMb: 1024 });
   const reader = readerFor(server);
   return {
     name: 'sqs',
