@@ -6,9 +6,8 @@
  * entry is in `Successful` (a failed entry or a refused request fails the run; a request that
  * got no answer is sent again, up to MAX_ATTEMPTS times, as the relay's sink retries it). No
  * database, no routing, no per-key order (the relay sends at most one message per key per
- * request). One long-lived process
- * for every round: "run N" on stdin sends N messages and waits for every answer, then prints
- * "done <seconds>" (or "failed <why>"); EOF exits.
+ * request). One long-lived process for every round: "run N" on stdin sends N messages and waits
+ * for every answer, then prints "done <seconds>" (or "failed <why>"); EOF exits.
  *
  *   node bench/sqs-trivial-producer.ts ENDPOINT QUEUE_URL WINDOW VALUE_BYTES
  */

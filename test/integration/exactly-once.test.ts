@@ -13,7 +13,7 @@ import {
   writeEvents,
 } from '../support/exactly-once.ts';
 import { type DedicatedKafka, type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
-import { useTestDatabase, waitFor } from '../support/postgres.ts';
+import { dropSlotWhenReleased, useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
   deliveryReport,
   type EventRow,
@@ -245,7 +245,7 @@ describe('exactly-once', () => {
     expect(await r.exited).toBe(0);
     // While it is down: two events, then the slot dropped — they exist only in the table.
     await insertEvents(db.pool, [gap(1), gap(2)]);
-    await db.query('SELECT pg_drop_replication_slot($1)', [slotOf(db)]);
+    await dropSlotWhenReleased(db, slotOf(db));
     r = eos();
     // Its log names the pass by what the relay found: a slot it had recorded (dropped) or none yet.
     await r.waitForLog(

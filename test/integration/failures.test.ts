@@ -10,7 +10,7 @@ import type { Relay } from '../../src/supervisor/relay.ts';
 import { OutboxRows } from '../../src/sweeper/outbox-rows.ts';
 import { Sweeper } from '../../src/sweeper/sweeper.ts';
 import { type KafkaHarness, startDedicatedKafka, startKafka } from '../support/kafka.ts';
-import { createTestDatabase, useTestDatabase, waitFor } from '../support/postgres.ts';
+import { createTestDatabase, dropSlotWhenReleased, useTestDatabase, waitFor } from '../support/postgres.ts';
 import { insertEvents, migrateDb, slotPosition, startRelayInProcess, testConfig } from '../support/relay.ts';
 
 /**
@@ -371,19 +371,7 @@ describe('re-streamed after a recorded failure (a crash between recording and co
       expect(await kafka.readAll(topic)).toEqual([]);
       await relay!.stop();
       relay = null;
-      // The relay closed its connection; its walsender lets the slot go a moment later (CI on
-      // PostgreSQL 16: "slot … is active for PID" when dropped at once).
-      await waitFor(
-        async () =>
-          (
-            await db.query<{ active: boolean }>(
-              'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
-              [replaySlot],
-            )
-          )[0]?.active === false,
-        { timeoutMs: 20_000, message: 'the replay slot released by the stopped relay' },
-      );
-      await db.query('SELECT pg_drop_replication_slot($1)', [replaySlot]);
+      await dropSlotWhenReleased(db, replaySlot);
     });
   }
 });

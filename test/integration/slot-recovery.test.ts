@@ -17,7 +17,7 @@ import type { Sink } from '../../src/sinks/sink.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { Relay } from '../../src/supervisor/relay.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
-import { createTestDatabase, type TestDatabase, waitFor } from '../support/postgres.ts';
+import { createTestDatabase, dropSlotWhenReleased, type TestDatabase, waitFor } from '../support/postgres.ts';
 import {
   deliveryReport,
   insertEvents,
@@ -197,7 +197,7 @@ describe('a slot dropped while the relay was down', () => {
     expect(await relay.exited).toBe(0);
     // While it is down: more events, the slot dropped, more events.
     await w.write(20);
-    await db.query('SELECT pg_drop_replication_slot($1)', [slot]);
+    await dropSlotWhenReleased(db, slot);
     await w.write(20);
 
     const optOut = run(db.url, slot, ['--no-slot-recovery']);

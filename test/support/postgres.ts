@@ -142,6 +142,28 @@ async function dropTestDatabase(name: string, pool: pg.Pool): Promise<void> {
   });
 }
 
+/**
+ * Drops `slot` once the server let it go. A relay that just stopped (or exited) closed its
+ * connection, and its walsender releases the slot a moment later: dropped at once, the server may
+ * still answer "replication slot … is active for PID …" (55006; seen in CI on PostgreSQL 16).
+ */
+export async function dropSlotWhenReleased(
+  db: { query: (sql: string, params?: unknown[]) => Promise<unknown> },
+  slot: string,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await db.query('SELECT pg_drop_replication_slot($1)', [slot]);
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55006' || Date.now() > deadline) throw err;
+    }
+    await sleep(50);
+  }
+}
+
 async function dropReplicationSlots(admin: pg.Client, database: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
