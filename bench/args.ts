@@ -21,6 +21,7 @@ const OPTIONS = {
   'delivery-modes': { type: 'string', default: 'at-least-once,exactly-once' },
   'eos-live-seconds': { type: 'string', default: '15' },
   'relay-from': { type: 'string', default: 'dist' },
+  autogroup: { type: 'string', default: 'off' },
 } as const;
 
 const values = parseFlags(
@@ -61,6 +62,9 @@ const sinksOnly = brokerSinks.length > 0;
 
 if (values['relay-from'] !== 'dist' && values['relay-from'] !== 'src')
   throw new Error(`--relay-from must be "dist" or "src"; got "${values['relay-from']}"`);
+
+if (values.autogroup !== 'off' && values.autogroup !== 'keep')
+  throw new Error(`--autogroup must be "off" or "keep"; got "${values.autogroup}"`);
 
 /** --delivery-modes: without exactly-once, the exactly-once section (bench/eos.ts) is skipped. */
 const MODES = ['at-least-once', 'exactly-once'];
@@ -108,6 +112,8 @@ export const args = {
   eosLiveSeconds: int('eos-live-seconds'),
   /** --sink nats|rabbitmq|redis: only the bulk and live sections. */
   sinksOnly,
+  /** The kernel's session autogroups during the run (bench/autogroup.ts): 'off' for the run, or as they are. */
+  autogroup: values.autogroup as 'off' | 'keep',
   /**
    * Which relay runs (bench/relay.ts useRelayFrom): `dist` (default) the compiled CLI, built at
    * start, as the npm package and the image run it; `src` src/cli/main.ts with node's type

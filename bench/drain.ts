@@ -36,6 +36,7 @@
  *                     --relay-from dist|src]
  */
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
@@ -45,6 +46,7 @@ import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
+import { applyAutogroup } from './autogroup.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
 import { EOS_ARGS, eosLive } from './eos.ts';
@@ -53,7 +55,7 @@ import { measureLive, measureLiveWith, ramp } from './live.ts';
 import { type CpuProfile, stageTimes } from './live-stages.ts';
 import { type PeerResult, runDebezium } from './peer.ts';
 import { postmasterPid } from './pg-cpu.ts';
-import { cpuSeconds, jitQuiet, machineNote } from './proc.ts';
+import { cpuSeconds, jitQuiet, machineNote, machineTicks, schedSeconds } from './proc.ts';
 import { drainRecvlogical, recvlogicalRampStep } from './recvlogical.ts';
 import { type Drain, drainRelay, type PgContext, startRelay, useRelayFrom } from './relay.ts';
 import {
@@ -94,6 +96,8 @@ async function main() {
   const a = args;
   const report = new Report();
   report.note(`machine: ${machineNote()} at start`);
+  const autogroup = applyAutogroup(args.autogroup);
+  report.note(autogroup.note);
   report.note(
     `bulk backlog: ${a.rows} rows × 500 B, ${a.txnRows} rows per transaction; single-row backlog: ${a.txnBacklog} transactions`,
   );
@@ -374,6 +378,7 @@ async function main() {
           await createLogAppendTopic(admin, `outbox.event.Live${i}`);
           const cpu0 = cpuSeconds(relay.child.pid!);
           const readerCpu0 = floors.readerCpu();
+          const sched = await walsenderSched(db, ['live', 'floor_live']);
           const from = monotonicUs();
           const live = await measureLive(
             kafka,
@@ -386,6 +391,7 @@ async function main() {
           );
           const cpu = cpuSeconds(relay.child.pid!) - cpu0;
           passWindows.push([from, monotonicUs()]);
+          report.note(`live run ${i + 1}, the relay's pass (warm-up included): ${sched.done()}`);
           return { live, cpu, readerCpu0 };
         };
         // The Kafka floor at the rate the relay's writer achieved: this run's when it comes after
@@ -484,6 +490,7 @@ async function main() {
     await broker.destroy();
     await db.end();
     await server.stop();
+    autogroup.restore();
   }
 }
 
@@ -491,3 +498,34 @@ main().catch((e) => {
   console.error(e);
   process.exitCode = 1;
 });
+
+/**
+ * Over a live pass: how busy the machine was, and what each slot's walsender spent on a CPU and
+ * waiting for one (docs/benchmarks.md, "Stop 47": on a saturated machine the relay's tail was
+ * its walsender waiting for a CPU, not the relay).
+ */
+async function walsenderSched(db: pg.Client, slots: string[]): Promise<{ done(): string }> {
+  const { rows } = await db.query<{ slot_name: string; active_pid: number | null }>(
+    'SELECT slot_name, active_pid FROM pg_replication_slots WHERE slot_name = ANY($1)',
+    [slots],
+  );
+  const pids = slots.map((slot) => ({
+    slot,
+    pid: rows.find((r) => r.slot_name === slot)?.active_pid ?? 0,
+  }));
+  const at0 = pids.map((p) => schedSeconds(p.pid));
+  const m0 = machineTicks();
+  return {
+    done() {
+      const m1 = machineTicks();
+      const busy = (100 * (m1.busy - m0.busy)) / (m1.total - m0.total);
+      const each = pids.map((p, k) => {
+        const s = schedSeconds(p.pid);
+        const run = s.run - at0[k]!.run;
+        const wait = s.wait - at0[k]!.wait;
+        return `slot ${p.slot}'s walsender ran ${run.toFixed(1)} s and waited ${wait.toFixed(1)} s for a CPU`;
+      });
+      return `machine ${busy.toFixed(0)} % busy (${cpus().length} cores); ${each.join('; ')}`;
+    },
+  };
+}

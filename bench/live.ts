@@ -123,6 +123,11 @@ export const LIVE_WARMUP_MAX_SECONDS = 45;
  */
 export interface LiveReader {
   start(onRecord: (value: Buffer | null, ackAtMs: number) => void): Promise<void>;
+  /**
+   * The writer is done: a reader whose ack time is stamped by the broker (Kafka's LogAppendTime)
+   * reads only now, so that its work does not share the machine with the pass it measures.
+   */
+  afterWrites?(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -130,6 +135,12 @@ export interface LiveReader {
  * Kafka: a consumer group of its own from the beginning (read_committed, kafkajs' default); ack
  * time = the record's LogAppendTime, or with 'receipt' the time the consumer got it (a
  * transactional record is appended before its commit: bench/eos.ts).
+ *
+ * With LogAppendTime the consumer reads once the writer is done (afterWrites): the broker stamped
+ * each record at its append, so reading later changes no figure, and the pass runs without the
+ * consumer's fetches and decoding on its cores (docs/benchmarks.md, "Stop 47": on two cores the
+ * pass was ~95 % busy, and what waited for a CPU was PostgreSQL's walsender). With 'receipt' it
+ * reads along, as it must.
  */
 export function kafkaLiveReader(
   kafka: Kafka,
@@ -137,19 +148,25 @@ export function kafkaLiveReader(
   ack: 'log-append' | 'receipt' = 'log-append',
 ): LiveReader {
   const consumer = kafka.consumer({ groupId: `bench-live-${topic}-${process.pid}`, maxWaitTimeInMs: 20 });
+  let onRecord: (value: Buffer | null, ackAtMs: number) => void = () => {};
+  const read = async () => {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      eachBatchAutoResolve: true,
+      eachBatch: async ({ batch }) => {
+        const at = now();
+        for (const m of batch.messages) onRecord(m.value, ack === 'receipt' ? at : Number(m.timestamp));
+      },
+    });
+    await waitAssigned(consumer);
+  };
   return {
-    async start(onRecord) {
+    async start(f) {
+      onRecord = f;
       await consumer.connect();
-      await consumer.subscribe({ topic, fromBeginning: true });
-      await consumer.run({
-        eachBatchAutoResolve: true,
-        eachBatch: async ({ batch }) => {
-          const at = now();
-          for (const m of batch.messages) onRecord(m.value, ack === 'receipt' ? at : Number(m.timestamp));
-        },
-      });
-      await waitAssigned(consumer);
+      if (ack === 'receipt') await read();
     },
+    ...(ack === 'log-append' ? { afterWrites: read } : {}),
     stop: () => consumer.disconnect().catch(() => {}),
   };
 }
@@ -213,6 +230,7 @@ export async function measureLiveWith(
     );
     const total = w.written;
     const skip = w.warmed;
+    await reader.afterWrites?.();
     const deadline = Date.now() + 60_000;
     while (received < total && Date.now() < deadline) await sleep(50);
     const lat: number[] = [];

@@ -47,6 +47,27 @@ export function writeSyscalls(pid: number): number {
   }
 }
 
+/**
+ * A process's seconds on a CPU and runnable but waiting for one (its run-queue delay):
+ * /proc/PID/schedstat. NaN if it is gone.
+ */
+export function schedSeconds(pid: number): { run: number; wait: number } {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ').map(Number);
+    return { run: run! / 1e9, wait: wait! / 1e9 };
+  } catch {
+    return { run: Number.NaN, wait: Number.NaN };
+  }
+}
+
+/** The machine's busy and total CPU ticks so far, all cores (/proc/stat's first line). */
+export function machineTicks(): { busy: number; total: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  // idle and iowait are the not-busy ones.
+  return { busy: total - f[3]! - f[4]!, total };
+}
+
 export function peakRssMb(pid: number): number {
   try {
     const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
