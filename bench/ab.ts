@@ -6,7 +6,7 @@
  *   npm run bench:ab -- --a /tmp/base [--b .] [--sink stdout|kafka|nats|rabbitmq|redis] [--rounds 5] [--rows 100000]
  *                       [--a-node-args='--max-semi-space-size=16'] [--b-node-args=…]
  *                       [--a-args='--batch-size 1000'] [--b-args=…]   (relay flags)
- *                       [--live 30 [--live-rate 2000]]
+ *                       [--live 30 [--live-rate 2000]] [--autogroup off|keep]
  *
  * --live SECONDS (Kafka, NATS, RabbitMQ): instead of bulk drains, live runs (bench/live.ts: a paced
  * writer, commit → ack time as the sink's reader sees it: Kafka's LogAppendTime, bench/sinks.ts for
@@ -19,6 +19,9 @@
  * events ÷ the batches published, its /metrics outbox_publish_batch_seconds_count over the run:
  * with one broker, a batch is one Produce request, one write); "besides a publish's" = writes per
  * event − publishes per event: mostly the progress statements and status updates.
+ *
+ * --autogroup: as `npm run bench`'s (bench/autogroup.ts): the kernel's session autogroups are
+ * turned off for the run (root) and put back at its end; `keep` leaves them.
  *
  * --a / --b: checkouts of the project (their src/cli/main.ts runs; `git worktree add /tmp/base
  * HEAD~1` and a node_modules symlink make one). With --sink kafka, one real broker (local jars),
@@ -33,6 +36,7 @@ import { freePort, LocalKafkaCluster } from '../src/dev/local-kafka.ts';
 import { startThrowawayPostgres } from '../src/dev/throwaway-postgres.ts';
 import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.ts';
 import { migrate } from '../src/store/migrate.ts';
+import { type AutogroupChoice, applyAutogroup } from './autogroup.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';
 import { measureLive, measureLiveWith } from './live.ts';
@@ -59,6 +63,7 @@ const values = parseFlags(
     rows: { type: 'string', default: '100000' },
     live: { type: 'string', default: '0' },
     'live-rate': { type: 'string', default: '2000' },
+    autogroup: { type: 'string', default: 'off' },
   },
 );
 const usage = (m: string) => usageError('npm run bench:ab', m);
@@ -77,6 +82,8 @@ for (const [name, n] of [
   ['live-rate', liveRate],
 ] as const)
   if (!Number.isInteger(n) || n < 0) usage(`--${name} must be a whole number; got "${values[name]}"`);
+if (values.autogroup !== 'off' && values.autogroup !== 'keep')
+  usage(`--autogroup must be "off" or "keep"; got "${values.autogroup}"`);
 if (liveSeconds > 0 && values.sink === 'stdout') usage('--live needs a broker (--sink kafka|nats|rabbitmq)');
 const variants = { a: resolve(values.a), b: resolve(values.b) };
 const cli = (dir: string) => join(dir, 'src/cli/main.ts');
@@ -91,6 +98,8 @@ const nodeArgs = {
 
 async function main() {
   hideKafkajsTimeoutWarnings();
+  const autogroup = applyAutogroup(values.autogroup as AutogroupChoice);
+  console.log(autogroup.note);
   const server = await startThrowawayPostgres({ settings: { synchronous_commit: 'on' } });
   const db = new pg.Client({ connectionString: server.url });
   await db.connect();
@@ -165,6 +174,7 @@ async function main() {
     await broker?.destroy();
     await db.end();
     await server.stop();
+    autogroup.restore();
   }
 }
 
