@@ -371,6 +371,8 @@ export class ReplicationSession {
       this.#queue.nudge();
     } else if (
       this.#flow.paused &&
+      // A graceful stop reads no more (#drain paused the socket): settling events must not resume it.
+      !this.#flow.draining &&
       this.#tracker.unsettled <= c.maxInflightEvents / 2 &&
       this.#inflightBytes <= c.maxInflightBytes / 2
     ) {

@@ -25,6 +25,7 @@ beforeAll(async () => {
   await migrateDb(db);
   await kafka.createTopic('outbox.event.Big', 3);
   await kafka.createTopic('outbox.event.Drain', 1);
+  await kafka.createTopic('outbox.event.Stop', 1);
 });
 
 afterAll(async () => {
@@ -128,6 +129,51 @@ describe('shutdown', () => {
     expect(ids.length - N, `duplicates after a graceful stop (stopped at ${atStop})`).toBeLessThanOrEqual(1);
     relay.kill('SIGTERM');
     await relay.exited;
+    relay = null;
+  });
+
+  it('SIGTERM under a backlog stops reading: it settles what is in flight, not the rest of the slot', {
+    timeout: 180_000,
+  }, async () => {
+    // Before the fix, events settling during the drain lifted backpressure and the socket was
+    // read again: the stop went on publishing the whole backlog (or until --shutdown-timeout-ms).
+    const N = 20_000;
+    const WINDOW = 500;
+    await db.query(
+      `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+       SELECT 'Stop', 's-' || (g % 50), 'E', convert_to(json_build_object('i', g)::text, 'UTF8')
+         FROM generate_series(1, ${N}) AS g`,
+    );
+    kafka.proxies[0]!.setLatency(40);
+    relay = spawnRelay(db, kafka, ['--max-inflight-events', String(WINDOW)]);
+    let before = 0;
+    await waitFor(async () => (before = await count('outbox.event.Stop')) >= 1000, {
+      timeoutMs: 120_000,
+      progress: () => before,
+    });
+    relay.kill('SIGTERM');
+    expect(await relay.exited).toBe(EXIT.OK);
+    expect(relay.logs()).not.toMatch(/shutdown timeout/);
+    const atExit = await count('outbox.event.Stop');
+    // In flight at the signal (≤ the window), what one socket read had brought, and what was
+    // published between the count and the signal: far from the backlog's remainder.
+    expect(atExit - before, `published after the signal (${before} before, ${atExit} at exit)`).toBeLessThan(
+      4 * WINDOW,
+    );
+    expect(atExit, 'a backlog was left to leave unread').toBeLessThan(N / 2);
+    kafka.proxies[0]!.setLatency(0);
+    relay = spawnRelay(db, kafka);
+    await waitFor(async () => (await count('outbox.event.Stop')) >= N, {
+      timeoutMs: 120_000,
+      message: async () =>
+        `all ${N} Stop events after the restart (have ${await count('outbox.event.Stop')})`,
+    });
+    const ids = (await kafka.readAll('outbox.event.Stop')).map(
+      (r) => JSON.parse(r.value!.toString()).i as number,
+    );
+    expect(new Set(ids).size).toBe(N);
+    relay.kill('SIGTERM');
+    expect(await relay.exited).toBe(EXIT.OK);
     relay = null;
   });
 
