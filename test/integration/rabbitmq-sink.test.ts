@@ -25,7 +25,7 @@ import { brokerErrors, seqReport, sinkLoad } from '../support/sink-load.ts';
  * the relay streams real outbox rows, the test drains the queues with basic.get.
  */
 const db = useTestDatabase();
-const { statuses, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
+const { statuses, statusSummary, settled, insertRounds, backgroundInserts, faultMidStream } = sinkLoad(db);
 let rabbit: ThrowawayRabbit;
 let relay: Relay | null = null;
 
@@ -222,7 +222,10 @@ describe('RabbitMQ sink', () => {
     await settled(load.ids, 180_000);
     const rep = await report('kill-q', 8, rounds);
     console.log(`RabbitMQ kill -9: ${rounds * 8} events, ${rep.duplicates} duplicates in the queue`);
-    expect(rep.missing).toEqual([]);
+    expect(
+      rep.missing,
+      `not in the queue; the outbox says: ${await statusSummary(load.ids)}; the node's errors since its restart:\n${rabbit.errorLines()}`,
+    ).toEqual([]);
     expect(rep.violations).toEqual([]);
     expect(rep.stored.some((m) => m.headers.aggregate_id === 'during-outage')).toBe(true);
   }, 400_000);
@@ -246,7 +249,7 @@ describe('RabbitMQ sink', () => {
     await settled(load.ids, 180_000);
     const rep = await report('freeze-q', 6, rounds);
     console.log(`RabbitMQ SIGSTOP: ${rounds * 6} events, ${rep.duplicates} duplicates in the queue`);
-    expect(rep.missing).toEqual([]);
+    expect(rep.missing, `not in the queue; the outbox says: ${await statusSummary(load.ids)}`).toEqual([]);
     expect(rep.violations).toEqual([]);
   }, 400_000);
 

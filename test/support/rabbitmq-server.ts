@@ -98,6 +98,12 @@ export class ThrowawayRabbit {
     return this.#log;
   }
 
+  /** The last `n` lines of the node's output (since its last start) that report an error or a crash. */
+  errorLines(n = 30): string {
+    const lines = this.#log.split('\n').filter((l) => /\[error\]|crash|exit|nack/i.test(l));
+    return lines.slice(-n).join('\n') || '(none)';
+  }
+
   async #spawn(): Promise<void> {
     writeFileSync(join(this.dir, 'enabled_plugins'), this.#management ? '[rabbitmq_management].\n' : '[].\n');
     writeFileSync(

@@ -53,6 +53,22 @@ export function sinkLoad(db: Db) {
     });
   }
 
+  /**
+   * The outbox's statuses of `ids`, counted, with the first error of each status: what a
+   * failed "0 lost" check prints, so a loss can be told from events recorded failed.
+   */
+  async function statusSummary(ids: string[]): Promise<string> {
+    const counts = new Map<string, { n: number; error: string | null }>();
+    for (const s of (await statuses(ids)).values()) {
+      const c = counts.get(s.status) ?? { n: 0, error: s.last_error };
+      c.n++;
+      counts.set(s.status, c);
+    }
+    return [...counts]
+      .map(([status, c]) => `${status} ${c.n}${c.error ? ` (first error: ${c.error.slice(0, 300)})` : ''}`)
+      .join(', ');
+  }
+
   /** `rounds` transactions, each one `{seq}` event per key k0…k(keys-1). */
   async function insertRounds(
     aggregateType: string,
@@ -163,7 +179,15 @@ export function sinkLoad(db: Db) {
     }
   }
 
-  return { statuses, settled, insertRounds, backgroundInserts, faultMidStream, failedEventsFix };
+  return {
+    statuses,
+    statusSummary,
+    settled,
+    insertRounds,
+    backgroundInserts,
+    faultMidStream,
+    failedEventsFix,
+  };
 }
 
 /** Transient broker errors the relay met so far (each failed attempt of a batch counts one). */
