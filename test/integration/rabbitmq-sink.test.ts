@@ -222,10 +222,12 @@ describe('RabbitMQ sink', () => {
     await settled(load.ids, 180_000);
     const rep = await report('kill-q', 8, rounds);
     console.log(`RabbitMQ kill -9: ${rounds * 8} events, ${rep.duplicates} duplicates in the queue`);
-    expect(
-      rep.missing,
-      `not in the queue; the outbox says: ${await statusSummary(load.ids)}; the node's errors since its restart:\n${rabbit.errorLines()}`,
-    ).toEqual([]);
+    // The outbox's statuses are read only when something is missing (a query of every id).
+    const why =
+      rep.missing.length > 0
+        ? `not in the queue; the outbox says: ${await statusSummary(load.ids)}; the node's errors since its restart:\n${rabbit.errorLines()}`
+        : '';
+    expect(rep.missing, why).toEqual([]);
     expect(rep.violations).toEqual([]);
     expect(rep.stored.some((m) => m.headers.aggregate_id === 'during-outage')).toBe(true);
   }, 400_000);
@@ -249,7 +251,9 @@ describe('RabbitMQ sink', () => {
     await settled(load.ids, 180_000);
     const rep = await report('freeze-q', 6, rounds);
     console.log(`RabbitMQ SIGSTOP: ${rounds * 6} events, ${rep.duplicates} duplicates in the queue`);
-    expect(rep.missing, `not in the queue; the outbox says: ${await statusSummary(load.ids)}`).toEqual([]);
+    const why =
+      rep.missing.length > 0 ? `not in the queue; the outbox says: ${await statusSummary(load.ids)}` : '';
+    expect(rep.missing, why).toEqual([]);
     expect(rep.violations).toEqual([]);
   }, 400_000);
 
