@@ -1,6 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import { decodeProgress } from '../../src/sinks/kafka/kafka-progress.ts';
 import {
   dropRelaySessions,
@@ -21,6 +23,7 @@ import {
   migrateDb,
   orderViolations,
   type RelayProcess,
+  ROOT,
   slotOf,
 } from '../support/relay.ts';
 
@@ -201,6 +204,83 @@ describe('exactly-once', () => {
     const records = await kafka.readAll('outbox.event.Lag');
     expect(records.map((m) => (JSON.parse(m.value!.toString()) as { n: number }).n)).toEqual([1, 2, 3, 4]);
   }, 200_000);
+
+  it('names a transaction left open on the progress topic past its transaction timeout twice (hanging) and the command that aborts it; after that command, each event once', async () => {
+    await kafka.createTopic('outbox.event.Hang', 1);
+    // As the relay creates it (run alone, no relay of this file has made it yet).
+    if (!(await kafka.listTopics()).includes('progress'))
+      await kafka.createTopic('progress', 1, { config: { 'cleanup.policy': 'compact' } });
+    const hang = (n: number): EventRow => ({
+      aggregateType: 'Hang',
+      aggregateId: 'h',
+      eventType: 'Posted',
+      payload: JSON.stringify({ n }),
+    });
+    // Stands in for a hanging transaction (one its coordinator no longer knows, seen once after a
+    // broker's kill -9): another producer's, open far longer than the relay's transaction timeout.
+    const other = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).producer({
+      transactionalId: `hanging-${Date.now()}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: 600_000,
+    });
+    await other.connect();
+    const open = await other.transaction();
+    try {
+      await open.send({ topic: kafka.topic('progress'), messages: [{ key: 'other', value: 'x' }] });
+      await insertEvents(db.pool, [hang(1), hang(2)]);
+      const r = eos(['--kafka-transaction-timeout-ms', '2000']);
+      await r.waitForLog(/a transaction has stayed open on the progress topic/, 120_000);
+      const reported = r
+        .logs()
+        .split('\n')
+        .find((l) => l.includes('a transaction has stayed open on the progress topic'))!;
+      const line = JSON.parse(reported) as { level: number; msg: string };
+      expect(line.level).toBe(50); // error
+      const m = / abort --topic (\S+) --partition (\d+) --start-offset (\d+)/.exec(line.msg);
+      expect(m, line.msg).not.toBeNull();
+      expect(m![1]).toBe(kafka.topic('progress'));
+      // Ready says why it waits, with the same command.
+      const http = r
+        .logs()
+        .split('\n')
+        .find((l) => l.includes('"msg":"http server listening'));
+      expect(http, 'the relay serves /readyz').toBeDefined();
+      const ready = await fetch(`http://127.0.0.1:${(JSON.parse(http!) as { port: number }).port}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { detail?: string }).detail).toMatch(
+        / abort --topic \S+ --partition \d+ --start-offset \d+/,
+      );
+      expect(r.logs()).not.toMatch(/streaming from the slot/);
+      // The command the relay named, as Kafka's own admin client runs it.
+      const libs = await ensureKafkaJars(kafkaVersionFromEnv());
+      const aborted = spawnSync(
+        javaBinary(),
+        [
+          '-cp',
+          join(libs, '*'),
+          join(ROOT, 'test/support/java/AbortTransaction.java'),
+          kafka.brokers.join(','),
+          m![1]!,
+          m![2]!,
+          m![3]!,
+        ],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
+      expect(aborted.status, aborted.stderr).toBe(0);
+      await r.waitForLog(/the transaction that held the progress topic open has ended/, 120_000);
+      await r.waitForLog(/streaming from the slot/, 60_000);
+      await settled();
+      expect(r.logs()).not.toMatch(/fenced: this relay stops publishing/);
+      r.kill('SIGTERM');
+      expect(await r.exited).toBe(0);
+    } finally {
+      await open.abort().catch(() => {});
+      await other.disconnect();
+    }
+    const records = await kafka.readAll('outbox.event.Hang');
+    expect(records.map((m) => (JSON.parse(m.value!.toString()) as { n: number }).n)).toEqual([1, 2]);
+  }, 300_000);
 
   it("marks what the sweeper publishes at-least-once (x-outbox-delivery, the mode's retry headers), not what the stream publishes", async () => {
     await kafka.createTopic('outbox.event.Resent', 1);

@@ -65,8 +65,43 @@ export interface WholeRead {
 
 const DECIDED_POLL_MS = 100;
 
-/** A transaction stayed open on a partition longer than a WholeRead waits. */
-export class OpenTransactionError extends Error {}
+/**
+ * A transaction stayed open on a partition longer than a WholeRead waits. Its message names the
+ * partition, the offset the transaction starts at (the last stable offset) and the Kafka tool
+ * that finds and aborts a hanging one: a transaction its coordinator no longer knows (so never
+ * ends by itself), which keeps every read_committed reader of the partition at that offset.
+ */
+export class OpenTransactionError extends Error {
+  readonly topic: string;
+  readonly partition: number;
+  /** The last stable offset: the first record of the oldest open transaction. */
+  readonly startOffset: number;
+  readonly end: number;
+  readonly waitedMs: number;
+
+  constructor(
+    topic: string,
+    partition: number,
+    leader: number | undefined,
+    stable: number,
+    end: number,
+    waitedMs: number,
+  ) {
+    const broker = leader === undefined ? '' : ` --broker-id ${leader}`;
+    super(
+      `the last stable offset of ${topic} partition ${partition} stayed at ${stable}, below its end ${end}, for ${waitedMs} ms: a transaction on it is still open (its coordinator aborts it at the producer's transaction timeout). ` +
+        `If it stays past the brokers' transaction.max.timeout.ms it is hanging and only an abort ends it: ` +
+        `\`kafka-transactions.sh --bootstrap-server <broker> find-hanging${broker}\` lists it, ` +
+        `\`kafka-transactions.sh --bootstrap-server <broker> abort --topic ${topic} --partition ${partition} --start-offset ${stable}\` aborts it`,
+    );
+    this.name = 'OpenTransactionError';
+    this.topic = topic;
+    this.partition = partition;
+    this.startOffset = stable;
+    this.end = end;
+    this.waitedMs = waitedMs;
+  }
+}
 
 export class TopicLog {
   readonly topic: string;
@@ -154,7 +189,12 @@ export class TopicLog {
     while (bounds.stable < end) {
       if (performance.now() >= deadline)
         throw new OpenTransactionError(
-          `the last stable offset of ${this.topic} partition ${partition} stayed at ${bounds.stable}, below its end ${end}, for ${whole.timeoutMs} ms: a transaction on it is still open (its coordinator aborts it at the producer's transaction timeout)`,
+          this.topic,
+          partition,
+          this.partitions.find((p) => p.partitionId === partition)?.leader,
+          bounds.stable,
+          end,
+          whole.timeoutMs,
         );
       if (!waited) whole.onWait?.(bounds.stable, end);
       waited = true;

@@ -4,6 +4,7 @@ import { ErrorCode, errorMessage, RelayError } from '../../errors.ts';
 import { idRanges } from '../../lifecycle/id-ranges.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { classifyKafkaError, isFenced } from './kafka-errors.ts';
+import { OpenTransactionError } from './kafka-log-reader.ts';
 import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-progress.ts';
 import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 
@@ -85,6 +86,8 @@ export class TransactionalPublisher {
   replacements = 0;
   /** Times the progress topic was found deleted and recreated. */
   progressTopicLosses = 0;
+  /** The open transaction the last whole read gave up on: found again by the next, it is reported as hanging. */
+  #stillOpen: { partition: number; startOffset: number; since: number; reported: boolean } | null = null;
 
   constructor(kafka: Kafka, producerConfig: ProducerConfig, c: TransactionalConfig, log: Logger) {
     this.#kafka = kafka;
@@ -159,7 +162,7 @@ export class TransactionalPublisher {
    */
   async #read(whole: boolean): Promise<KafkaProgress | null> {
     try {
-      return await readLatestProgress(
+      const latest = await readLatestProgress(
         this.#kafka,
         this.#c.progressTopic,
         this.#c.transactionalId,
@@ -174,11 +177,57 @@ export class TransactionalPublisher {
             }
           : undefined,
       );
+      if (whole && this.#stillOpen) {
+        if (this.#stillOpen.reported)
+          this.#log.info(
+            { topic: this.#c.progressTopic, startOffset: this.#stillOpen.startOffset },
+            'exactly-once: the transaction that held the progress topic open has ended',
+          );
+        this.#stillOpen = null;
+      }
+      return latest;
     } catch (e) {
+      if (e instanceof OpenTransactionError) this.#openTransaction(e);
       if (await this.#progressTopicLost()) return null;
       // No cause: its Kafka error type would make the refusal look like an event's.
       throw new Error(`cannot read the progress topic ${this.#c.progressTopic}: ${errorMessage(e)}`);
     }
+  }
+
+  /**
+   * A whole read gave up on a transaction open on the progress topic. The same one (same partition,
+   * same start offset) found by the next read as well has stayed open past this relay's transaction
+   * timeout twice: most likely a hanging transaction, one its coordinator no longer knows (seen
+   * after a broker's kill -9), which never ends by itself. Until an operator aborts it, this relay
+   * cannot read its progress, so it publishes nothing: said once at error level, with the command.
+   */
+  #openTransaction(e: OpenTransactionError): void {
+    const now = performance.now();
+    const o = this.#stillOpen;
+    if (!o || o.partition !== e.partition || o.startOffset !== e.startOffset) {
+      this.#stillOpen = {
+        partition: e.partition,
+        startOffset: e.startOffset,
+        since: now - e.waitedMs,
+        reported: false,
+      };
+      return;
+    }
+    if (o.reported) return;
+    o.reported = true;
+    const seconds = Math.round((now - o.since) / 1000);
+    this.#log.error(
+      {
+        topic: e.topic,
+        partition: e.partition,
+        startOffset: e.startOffset,
+        end: e.end,
+        openSeconds: seconds,
+      },
+      `exactly-once: a transaction has stayed open on the progress topic ${e.topic} partition ${e.partition} at offset ${e.startOffset} for ${seconds} s, past this relay's transaction timeout (${this.#c.transactionTimeoutMs} ms) twice: most likely a hanging transaction (its coordinator no longer knows it, so it never ends). ` +
+        `This relay cannot read its progress and publishes nothing until it ends. Unless another producer writes to this topic with a longer transaction timeout, abort it: ` +
+        `kafka-transactions.sh --bootstrap-server <broker> abort --topic ${e.topic} --partition ${e.partition} --start-offset ${e.startOffset} (docs/operations.md#hanging-transaction)`,
+    );
   }
 
   /**
