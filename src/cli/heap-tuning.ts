@@ -42,7 +42,8 @@ const given = (name: string) => nodeFlags.some((f) => f.includes(name));
 
 /**
  * The young generation's size the relay keeps (V8's new_space `space_size`): the size loading
- * the CLI's modules gives it.
+ * the CLI's modules gives it. It counts both semi-spaces: a scavenge comes after at most 8 MB
+ * of allocation (`new_space_capacity` in `--trace-gc-nvp`; docs/benchmarks.md, "Stop 50").
  *
  * A growth factor of 1 alone is not enough: V8 shrinks the young generation when the process
  * allocates slowly (under 1 MB/s: a relay waiting for its first commit, a quiet night), and with
