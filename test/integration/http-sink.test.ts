@@ -14,6 +14,7 @@ import { HttpSink } from '../../src/sinks/http/http-sink.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
+  insertEvents,
   insertEventsReportingCommit,
   migrateDb,
   type RelayProcess,
@@ -55,12 +56,16 @@ const FAST = [
   '300',
 ];
 
-async function startRelay(path: string, extra: string[] = []): Promise<Relay> {
+async function startRelay(
+  path: string,
+  extra: string[] = [],
+  url = `${receiver.url}/${path}/{topic}`,
+): Promise<Relay> {
   const config = testConfig(db, [
     '--sink',
     'http',
     '--http-url',
-    `${receiver.url}/${path}/{topic}`,
+    url,
     '--http-secret-file',
     join(dir, 'secrets'),
     '--topic-template',
@@ -232,6 +237,50 @@ describe('HTTP sink (webhooks)', () => {
     console.log(
       `HTTP 500/429/400/302/hang: ${ids.length} events, 2 failed as scripted, 0 lost, ${all.length - new Set(all.map((o) => `${o.key}#${o.seq}`)).size} duplicates delivered, 0 order violations`,
     );
+  });
+
+  it('a 2xx whose headers cannot be read is sent again, not failed; a host placeholder a row makes invalid fails that event alone, naming the host', async () => {
+    // The receiver's first answer to k1#2 is a 200 with 20 KiB of headers (past undici's 16 KiB):
+    // the event may have arrived, so it must be sent again — recorded failed, it would be a
+    // delivered event the sweeper re-sends and then marks dead.
+    receiver.script('k1#2', { status: 200, headerBytes: 20_000 });
+    // The host is the event type: the usual rows' is the receiver's address, one row's has a space.
+    const port = new URL(receiver.url).port;
+    await startRelay('hosttpl', ['--ordering', 'relaxed'], `http://{event_type}:${port}/hosttpl/{topic}`);
+    const ids: string[] = [];
+    for (let s = 0; s < 4; s++)
+      ids.push(
+        ...(await insertEvents(
+          db.pool,
+          [0, 1, 2].map((k) => ({
+            aggregateType: 'Host',
+            aggregateId: `k${k}`,
+            eventType: '127.0.0.1',
+            payload: JSON.stringify({ seq: s }),
+          })),
+        )),
+      );
+    const [bad] = await insertEvents(db.pool, [
+      { aggregateType: 'Host', aggregateId: 'k9', eventType: 'Order Placed', payload: '{"seq":0}' },
+    ]);
+    await settled([...ids, bad!]);
+    const st = await statuses([bad!]);
+    expect(st.get(bad!)!.status).toBe('failed');
+    expect(st.get(bad!)!.last_error).toMatch(
+      new RegExp(
+        `INVALID_EVENT.*the host of --http-url, "\\{event_type\\}:${port}", is "Order%20Placed:${port}" for this event, not a valid host`,
+      ),
+    );
+    const j = await joined(ids);
+    expect(j.rows.every((r) => r.status === 'published')).toBe(true);
+    expect(j.lost).toEqual([]);
+    expect(j.deliveredButFailed).toEqual([]);
+    const attempts = receiver.attemptsOf('k1#2').map((a) => a.status);
+    expect(attempts[0]).toBe(200);
+    expect(attempts.slice(1)).toContain(204);
+    const r = seqReport(seen('hosttpl'), 3, 4);
+    expect(r.missing).toEqual([]);
+    expect(r.violations).toEqual([]);
   });
 
   it('the receiver killed mid-stream and restarted: nothing confirmed while it is down, 0 lost, key order kept (duplicates counted)', async () => {

@@ -8,7 +8,8 @@
  * - Deduplicates by webhook-id (per array element by `id` for a batched body): `delivered` holds
  *   every event accepted (2xx) in arrival order, re-sent copies included; `unique` the first ones.
  * - Answers chosen events (`key#seq`) with scripted answers, one per attempt: a status (500, 429
- *   with Retry-After, 400 with a body, 302), or a hang (no answer until the relay gives up).
+ *   with Retry-After, 400 with a body, 302, a 2xx with headers too large to read), or a hang (no
+ *   answer until the relay gives up).
  * - Can be killed (server closed, every connection destroyed) and restarted on the same port.
  */
 import { appendFileSync } from 'node:fs';
@@ -18,7 +19,15 @@ import { type PortLease, reservePort } from '../../src/dev/ports.ts';
 import { verifyWebhook, webhookKeys } from '../../src/dev/webhook-verify.ts';
 
 export type Answer =
-  | { status: number; retryAfter?: string; body?: string; location?: string; sticky?: boolean }
+  | {
+      status: number;
+      retryAfter?: string;
+      body?: string;
+      location?: string;
+      sticky?: boolean;
+      /** A header of this many bytes in the answer (past undici's 16 KiB: the answer cannot be read). */
+      headerBytes?: number;
+    }
   | 'hang';
 
 export interface Delivery {
@@ -172,6 +181,7 @@ export class WebhookReceiver {
     const headers: Record<string, string> = {};
     if (answer.retryAfter !== undefined) headers['retry-after'] = answer.retryAfter;
     if (answer.location !== undefined) headers.location = answer.location;
+    if (answer.headerBytes !== undefined) headers['x-padding'] = 'p'.repeat(answer.headerBytes);
     res.writeHead(answer.status, headers).end(answer.body ?? '');
   }
 }

@@ -61,6 +61,12 @@ describe('requestFailure', () => {
     expect(classifyHttpError(e).class).toBe('transient');
     const own = new HttpSinkError('REFUSED', 'x', { status: 400 });
     expect(requestFailure(own, true, 100)).toBe(own);
+    // undici raises it reading the answer (its headers past 16 KiB): the event may have arrived.
+    const overflow = Object.assign(new Error('Headers Overflow Error'), { code: 'UND_ERR_HEADERS_OVERFLOW' });
+    const o = requestFailure(overflow, false, 100);
+    expect(o).toMatchObject({ code: 'CONNECTION', cause: overflow });
+    expect(o.message).toMatch(/answer could not be read: its headers are larger than 16 KiB.*sent again/);
+    expect(classifyHttpError(o).class).toBe('transient');
   });
 });
 

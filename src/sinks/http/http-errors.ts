@@ -96,7 +96,6 @@ export function parseRetryAfter(value: string | undefined, nowMs: number): numbe
 /** Undici's error codes for a request undici refused to build: about the event, not the receiver. */
 const INVALID_REQUEST_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_INVALID_ARG',
-  'UND_ERR_HEADERS_OVERFLOW',
   'ERR_INVALID_CHAR',
   'ERR_INVALID_HTTP_TOKEN',
 ]);
@@ -161,6 +160,16 @@ export function requestFailure(e: unknown, timedOut: boolean, timeoutMs: number)
       return new HttpSinkError('INVALID_EVENT', `${HTTP_SINK_CODES.INVALID_EVENT.meaning}: ${message}`, {
         cause: e,
       });
+  // undici raises this while reading the receiver's answer (its headers past undici's 16 KiB), never
+  // for the request: the answer is lost, not the event's fault — it may have been delivered, so it
+  // is sent again (a duplicate the receiver's inbox drops), and it is not recorded failed.
+  for (const a of chain(e))
+    if (a.code === 'UND_ERR_HEADERS_OVERFLOW')
+      return new HttpSinkError(
+        'CONNECTION',
+        "the receiver's answer could not be read: its headers are larger than 16 KiB (UND_ERR_HEADERS_OVERFLOW); the request may have been delivered and is sent again. Fix: trim the headers the receiver or a proxy in front of it adds (large cookies)",
+        { cause: e },
+      );
   if (timedOut)
     return new HttpSinkError('TIMEOUT', `no answer within ${timeoutMs} ms (--http-timeout-ms)`, { cause: e });
   const code = (e as ErrorLike | null)?.code;

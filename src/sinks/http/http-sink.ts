@@ -11,6 +11,7 @@ import type { Sink } from '../sink.ts';
 import { batchBody, batchId } from './batch-body.ts';
 import {
   classifyHttpError,
+  HTTP_SINK_CODES,
   HttpSinkError,
   parseRetryAfter,
   requestFailure,
@@ -148,7 +149,17 @@ export class HttpSink implements Sink {
     const url = urlFor(this.#c.httpUrl!, m);
     let t = this.#targets.get(url);
     if (!t) {
-      const u = new URL(url);
+      let u: URL;
+      try {
+        u = new URL(url);
+      } catch {
+        // A placeholder in the host made one from the row's values that no URL can have (a
+        // space, a '%'): the event's, permanent — retrying it would stop the stream for good.
+        throw new HttpSinkError(
+          'INVALID_EVENT',
+          `${HTTP_SINK_CODES.INVALID_EVENT.meaning}: the host of --http-url, ${JSON.stringify(hostOf(this.#c.httpUrl!))}, is ${JSON.stringify(hostOf(url))} for this event, not a valid host (a placeholder there takes the row's value, which must then be a host name's letters, digits, '-' and '.'). Fix the row's value and resend it, or move the placeholder into the path`,
+        );
+      }
       t = { url, origin: u.origin, path: `${u.pathname}${u.search}` };
       if (this.#targets.size >= 10_000) this.#targets = new Map();
       this.#targets.set(url, t);
@@ -281,6 +292,12 @@ export function urlFor(template: string, m: Pick<OutboundMessage, 'topic' | 'eve
     .replaceAll('{topic}', enc(m.topic))
     .replaceAll('{aggregate_type}', enc(m.event.aggregateType))
     .replaceAll('{event_type}', enc(m.event.eventType));
+}
+
+/** The host part of a URL (template), without the path, query or any credentials: for errors and logs. */
+function hostOf(url: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(url)?.[1] ?? '';
+  return authority.slice(authority.lastIndexOf('@') + 1);
 }
 
 function header(v: string | string[] | undefined): string | undefined {
