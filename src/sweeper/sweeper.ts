@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { Config } from '../config/load.ts';
 import type { Classified } from '../errors.ts';
 import { errorMessage, RelayError } from '../errors.ts';
@@ -262,7 +263,7 @@ export class Sweeper {
   async #retryDue(signal: AbortSignal): Promise<Set<string>> {
     const { config: c, store } = this.#d;
     const headsPublished = new Set<string>();
-    await withTransaction(store.db, async (client) => {
+    await this.#committingDone(async (client) => {
       const due = await store.claimDue(client, c.sweepBatchSize);
       for (const row of due) {
         if (signal.aborted) break;
@@ -285,6 +286,28 @@ export class Sweeper {
       }
     });
     return headsPublished;
+  }
+
+  /**
+   * Runs `body` in one transaction. A transient broker failure in it (TransientDuringSweep) ends
+   * the body, commits what it did, and is thrown after the commit: the rows the broker already
+   * acknowledged stay published. Rolled back with the rest, they were published again at every
+   * round for as long as the broker refused a later row (a topic short of in-sync replicas, a
+   * receiver answering 503), and their dead-letter copies with them.
+   */
+  async #committingDone<T>(body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let transient: TransientDuringSweep | null = null;
+    const result = await withTransaction(this.#d.store.db, async (client) => {
+      try {
+        return await body(client);
+      } catch (e) {
+        if (!(e instanceof TransientDuringSweep)) throw e;
+        transient = e;
+        return undefined as T;
+      }
+    });
+    if (transient) throw transient;
+    return result;
   }
 
   async #deadLetter(routed: Rerouted, attempts: number, error: Classified): Promise<void> {
@@ -334,7 +357,7 @@ export class Sweeper {
     // Bounded: the stream may park more events of the aggregate while we release.
     for (let round = 0; round < 1000 && !signal.aborted; round++) {
       const mark = blocked.mark(type, id); // before the read: see BlockedAggregates
-      const next = await withTransaction(store.db, async (client): Promise<'stop' | 'empty' | 'more'> => {
+      const next = await this.#committingDone(async (client): Promise<'stop' | 'empty' | 'more'> => {
         if (await store.hasUnresolvedHead(client, [type, id])) return 'stop';
         const rows = await store.claimParked(client, [type, id], c.sweepBatchSize);
         if (rows.length === 0) return 'empty';

@@ -283,6 +283,51 @@ describe('HTTP sink (webhooks)', () => {
     expect(r.violations).toEqual([]);
   });
 
+  it('sweeper: a retry the receiver took stays published while a later retry of the round meets 503 for good (no re-send each round)', async () => {
+    // Both events refused (400) until both are recorded failed; then k0#0 is taken and k1#0 is
+    // answered 503 at every retry. The sweeper claims k0#0 first (id order) in each round.
+    receiver.script('k0#0', { status: 400, body: 'not yet', sticky: true });
+    receiver.script('k1#0', { status: 400, body: 'not yet', sticky: true });
+    await startRelay('sweep', [
+      '--ordering',
+      'relaxed',
+      '--failure-backoff-ms',
+      '50',
+      '--failure-backoff-max-ms',
+      '100',
+      '--max-attempts',
+      '0',
+      '--sweep-interval-ms',
+      '100',
+    ]);
+    const ids = await insertRounds('Sweep', 2, 1);
+    await waitFor(async () => [...(await statuses(ids)).values()].every((r) => r.status === 'failed'), {
+      timeoutMs: 30_000,
+      message: 'both recorded failed',
+    });
+    receiver.script('k1#0', { status: 503, sticky: true });
+    receiver.script('k0#0');
+    const refused = receiver.attemptsOf('k0#0').length;
+    await waitFor(async () => (await statuses([ids[0]!])).get(ids[0]!)!.status === 'published', {
+      timeoutMs: 30_000,
+      message: async () =>
+        `k0#0 published by a retry: ${JSON.stringify([...(await statuses(ids)).values()])} ${JSON.stringify(receiver.attempts)}`,
+    });
+    // Five more rounds in which k1#0 met its 503 (each of them claimed k0#0's row before, when
+    // the round's work was rolled back).
+    const after = receiver.attemptsOf('k1#0').length;
+    await waitFor(() => receiver.attemptsOf('k1#0').length >= after + 5, {
+      timeoutMs: 30_000,
+      message: 'five more sweep rounds meeting the 503',
+    });
+    expect(receiver.attemptsOf('k0#0').map((a) => a.status)).toEqual([...Array(refused).fill(400), 204]);
+    expect(receiver.delivered.filter((d) => d.key === 'k0' && d.path.startsWith('/sweep/'))).toHaveLength(1);
+    const st = await statuses(ids);
+    expect(st.get(ids[0]!)!.status).toBe('published');
+    expect(st.get(ids[1]!)!.status).toBe('failed');
+    expect(st.get(ids[1]!)!.last_error).toMatch(/HTTP_400/); // a transient answer burns no attempt
+  });
+
   it('the receiver killed mid-stream and restarted: nothing confirmed while it is down, 0 lost, key order kept (duplicates counted)', async () => {
     const r = await startRelay('kill');
     const load = backgroundInserts('Killed', 8);
