@@ -309,5 +309,29 @@ describe('loadConfig', () => {
     expect(message).toMatch(/needs --kafka-sasl-username/);
     expect(message).not.toContain('hunter2');
     expect(redactUrl(DB)).toBe('postgres://relay:***@db:5432/app');
+    // A lone user part of a Redis URL (a mistaken password) and secret-named parameters are hidden too.
+    expect(redactUrl('redis://s3cret@r:6379/0')).toBe('redis://***@r:6379/0');
+    expect(redactUrl('redis://:s3cret@r:6379')).toBe('redis://:***@r:6379');
+    expect(redactUrl('rediss://r:6379/0?password=s3cret&db=1')).toBe('rediss://r:6379/0?password=***&db=1');
+    expect(redactUrl('postgres://relay@db/app?sslpassword=x')).toBe(
+      'postgres://relay@db/app?sslpassword=***',
+    );
+  });
+
+  it('refuses a Redis URL whose secret sits in the user part, without echoing it', () => {
+    let message = '';
+    try {
+      loadConfig('run', ['--sink', 'redis'], { DATABASE_URL: DB, REDIS_URL: 'redis://s3cret@r:6379/0' });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/user part and no password.*redis:\/\/:PASSWORD@host/);
+    expect(message).not.toContain('s3cret');
+    expect(() =>
+      loadConfig('run', ['--sink', 'redis'], { DATABASE_URL: DB, REDIS_URL: 'redis://:s3cret@r:6379/0' }),
+    ).not.toThrow();
+    expect(() =>
+      loadConfig('run', ['--sink', 'redis'], { DATABASE_URL: DB, REDIS_URL: 'redis://app:s3cret@r:6379/0' }),
+    ).not.toThrow();
   });
 });

@@ -456,6 +456,13 @@ export function validate(
       throw fail('redisUrl', 'is required with --sink redis (e.g. REDIS_URL=redis://:secret@redis:6379/0)');
     if (!/^rediss?:\/\/[^/]/.test(c.redisUrl))
       throw fail('redisUrl', 'must be redis://[user:password@]host:port[/db] or rediss://… (TLS)');
+    // redis://SECRET@host: Redis clients take a lone user part as a user name, not a password —
+    // the server refuses the login and the secret would be logged as a user name. Not echoed.
+    if (/^rediss?:\/\/[^:/@]+@/.test(c.redisUrl))
+      throw fail(
+        'redisUrl',
+        'has a user part and no password (redis://X@host): Redis clients read X as a user name, not the password. Write the password after a colon: redis://:PASSWORD@host:6379/0 (or redis://USER:PASSWORD@host with an ACL user)',
+      );
     if (command === 'run' && c.redisStreamTemplate.trim() === '')
       throw fail('redisStreamTemplate', 'is empty: name a stream, e.g. {topic} or outbox:{aggregate_type}');
     // A re-send within the retry horizon must find the event's dedup key (docs/sinks.md, Redis Streams).
@@ -603,11 +610,18 @@ function validateOAuth(c: Config, need: Check, fail: Check): void {
   }
 }
 
-/** Replaces the password of a connection URL, for logs. */
+/**
+ * Replaces the password of a connection URL, for logs: the password part, a lone user part of a
+ * Redis URL (where it would be a mistaken password: load refuses it, but a log must not show it),
+ * and query parameters that name a secret (`?password=`, which Redis clients also read).
+ */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    else if (u.username && /^rediss?:$/.test(u.protocol)) u.username = '***';
+    for (const k of new Set(u.searchParams.keys()))
+      if (/pass|secret|token|key|auth/i.test(k)) u.searchParams.set(k, '***');
     return u.toString();
   } catch {
     return '(unparsable url)';

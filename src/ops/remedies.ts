@@ -61,6 +61,11 @@ const REDIS_FIXES: Readonly<Record<string, { cause: string; fix: (stream: string
     fix: () =>
       "raise the server's proto-max-bulk-len (CONFIG SET proto-max-bulk-len <bytes>, and in redis.conf), or write smaller payloads",
   },
+  TOO_MANY_FIELDS: {
+    cause: REDIS_SINK_CODES.TOO_MANY_FIELDS.meaning,
+    fix: () =>
+      'put fewer headers on the row (at most ~3,890: move the rest into the payload), then `outbox-relay events resend <id>`',
+  },
   INVALID_STREAM: {
     cause: REDIS_SINK_CODES.INVALID_STREAM.meaning,
     fix: () => 'fix --redis-stream-template (or --topic-template) so that every event has a stream name',

@@ -5,6 +5,7 @@ import { silentLogger } from '../../src/observability/logger.ts';
 import { parseLsn } from '../../src/replication/lsn.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import { RedisSink } from '../../src/sinks/redis/redis-sink.ts';
+import { MAX_ENTRY_FIELDS } from '../../src/sinks/redis/stream-entry.ts';
 import type { Relay } from '../../src/supervisor/relay.ts';
 import { useTestDatabase, waitFor } from '../support/postgres.ts';
 import {
@@ -312,6 +313,47 @@ describe('Redis Streams sink', () => {
     // The refused XADD left no dedup key behind: once the key is fixed, the sweeper's retry stores it.
     const a = await redis.admin();
     expect(await a.keys('{wrong.Bad}:dedup:*')).toEqual([]);
+  });
+
+  it('a row with thousands of headers: at the entry limit it is stored, one more fails it permanently (was: the script refused it, retried for good)', async () => {
+    await startRelay('fields', ['--ordering', 'relaxed']);
+    // entryFields: id, type, value, the relay's aggregate_type, aggregate_id and content-type, and
+    // one per row header — MAX_ENTRY_FIELDS / 2 pairs at most.
+    const headers = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`x${i}`, 'v']));
+    const atLimit = MAX_ENTRY_FIELDS / 2 - 6;
+    const ids = await insertEvents(db.pool, [
+      {
+        aggregateType: 'Wide',
+        aggregateId: 'w1',
+        eventType: 'Tick',
+        payload: '{"seq":0}',
+        headers: headers(atLimit),
+      },
+      {
+        aggregateType: 'Wide',
+        aggregateId: 'w2',
+        eventType: 'Tick',
+        payload: '{"seq":0}',
+        headers: headers(atLimit + 1),
+      },
+      {
+        aggregateType: 'Wide',
+        aggregateId: 'w3',
+        eventType: 'Tick',
+        payload: '{"seq":0}',
+        headers: headers(4000),
+      },
+      { aggregateType: 'Wide', aggregateId: 'w1', eventType: 'Tick', payload: '{"seq":1}' },
+    ]);
+    await settled(ids);
+    const st = await statuses(ids);
+    expect(ids.map((id) => st.get(id)!.status)).toEqual(['published', 'failed', 'failed', 'published']);
+    expect(st.get(ids[1]!)!.last_error).toMatch(
+      new RegExp(`TOO_MANY_FIELDS.*${MAX_ENTRY_FIELDS / 2 + 1} fields .*more than one stream entry`),
+    );
+    const stored = await redis.readAll('fields.Wide');
+    expect(stored.map((e) => e.fields['h:aggregate_id']!.toString())).toEqual(['w1', 'w1']);
+    expect(Object.keys(stored[0]!.fields)).toHaveLength(MAX_ENTRY_FIELDS / 2);
   });
 
   it('SCRIPT FLUSH mid-stream: NOSCRIPT reloads the script, nothing fails', async () => {

@@ -20,11 +20,20 @@
  * - A value longer than the server's proto-max-bulk-len is refused by the sink before it is sent
  *   (Redis answers such a command by closing the connection, which would fail the whole batch
  *   over and over): VALUE_TOO_LARGE, permanent for that event.
+ * - An event with more fields than the dedup script can pass to XADD (Lua's unpack stops at 8,000
+ *   values: thousands of headers on one row) is refused by the sink before it is sent:
+ *   TOO_MANY_FIELDS, permanent for that event. Sent, the script's error would be transient — the
+ *   same batch again, for good.
  */
 import type { Classified } from '../../errors.ts';
 
 /** The sink's own refusals, raised before or instead of a Redis answer. */
-export type RedisSinkCode = 'VALUE_TOO_LARGE' | 'INVALID_STREAM' | 'NOT_ENOUGH_REPLICAS' | 'BAD_REPLY';
+export type RedisSinkCode =
+  | 'VALUE_TOO_LARGE'
+  | 'TOO_MANY_FIELDS'
+  | 'INVALID_STREAM'
+  | 'NOT_ENOUGH_REPLICAS'
+  | 'BAD_REPLY';
 
 export class RedisSinkError extends Error {
   override readonly name = 'RedisSinkError';
@@ -41,6 +50,11 @@ export const REDIS_SINK_CODES: Readonly<
   VALUE_TOO_LARGE: {
     permanent: true,
     meaning: "the event is larger than the server's proto-max-bulk-len (raise it, or make the event smaller)",
+  },
+  TOO_MANY_FIELDS: {
+    permanent: true,
+    meaning:
+      "the event has more headers than one stream entry the dedup script writes can carry (Lua's unpack limit): fewer headers on the row",
   },
   INVALID_STREAM: {
     permanent: true,

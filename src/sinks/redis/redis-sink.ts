@@ -11,7 +11,14 @@ import { type LaneDone, sendInLanes } from '../key-lanes.ts';
 import type { Sink } from '../sink.ts';
 import { infoField, preflightWarnings } from './preflight.ts';
 import { classifyRedisError, RedisSinkError, replyCode } from './redis-errors.ts';
-import { DEDUP_SCRIPT, dedupKey, entryFields, largestArgument, streamFor } from './stream-entry.ts';
+import {
+  DEDUP_SCRIPT,
+  dedupKey,
+  entryFields,
+  largestArgument,
+  MAX_ENTRY_FIELDS,
+  streamFor,
+} from './stream-entry.ts';
 
 export type RedisSinkConfig = Pick<
   Config,
@@ -202,6 +209,15 @@ export class RedisSink implements Sink {
       return;
     }
     const fields = entryFields(m);
+    if (fields.length > MAX_ENTRY_FIELDS) {
+      done(
+        new RedisSinkError(
+          'TOO_MANY_FIELDS',
+          `event ${m.event.eventId}: ${fields.length / 2} fields (id, type, value and one per header) are more than one stream entry the relay writes can carry (${MAX_ENTRY_FIELDS / 2}); put fewer headers on the row`,
+        ),
+      );
+      return;
+    }
     const largest = largestArgument(fields);
     if (largest > this.#maxBulk) {
       done(

@@ -92,6 +92,13 @@ export function entryFields(m: OutboundMessage): (string | Buffer)[] {
   return out;
 }
 
+/**
+ * The most fields (names and values) one entry may have: the dedup script passes the stream,
+ * MAXLEN ~ N, '*' and the fields to XADD through Lua's unpack, which refuses 8,000 values or more
+ * ("too many results to unpack").
+ */
+export const MAX_ENTRY_FIELDS = 7_800;
+
 /** The largest argument of the command, in bytes (Redis refuses one over proto-max-bulk-len). */
 export function largestArgument(args: readonly (string | Buffer)[]): number {
   let max = 0;
