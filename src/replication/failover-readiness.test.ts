@@ -33,13 +33,20 @@ const copy = (over: Partial<NonNullable<StandbyFailoverReading['slot']>> = {}): 
 const ids = (r: ReturnType<typeof judgeFailover>) => r.findings.map((f) => f.id);
 
 describe('judgeFailover', () => {
-  it('before PostgreSQL 17: unsupported, nothing to report', () => {
-    expect(judgeFailover('s', primary({ version: 160_014 }), null)).toEqual({
+  it('before PostgreSQL 17: unsupported; with a physical standby, phantom_risk (nothing can hold decoding back)', () => {
+    expect(judgeFailover('s', primary({ version: 160_014, physicalStandbys: 0 }), null)).toEqual({
       state: 'unsupported',
       ready: null,
       stalled: false,
       findings: [],
     });
+    const r = judgeFailover('s', primary({ version: 140_019, physicalStandbys: 1 }), null);
+    expect(r).toMatchObject({ state: 'unsupported', ready: null, stalled: false });
+    expect(ids(r)).toEqual(['phantom_risk']);
+    expect(r.findings[0]!.text).toMatch(
+      /PostgreSQL 14 cannot hold logical decoding back.*synchronous replication does not/,
+    );
+    expect(r.findings[0]!.fix).toMatch(/upgrade to PostgreSQL 17\+/);
   });
 
   it('ready only when the standby copy is synced and not temporary (trap 1)', () => {

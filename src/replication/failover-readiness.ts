@@ -113,8 +113,19 @@ export function judgeFailover(
   o: { waitingPersisted?: boolean } = {},
 ): FailoverReport {
   const findings: FailoverFinding[] = [];
-  if (p.version < FAILOVER_SLOTS_SINCE)
+  if (p.version < FAILOVER_SLOTS_SINCE) {
+    // Nothing before 17 holds decoding back for a standby: not synchronous replication either —
+    // a commit waits for the synchronous standby, but its WAL is decoded and sent once it is
+    // flushed on the primary (the visibility-race scenario sees such commits before they return).
+    if (p.physicalStandbys > 0)
+      findings.push({
+        id: 'phantom_risk',
+        severity: 'warning',
+        text: `phantom risk: PostgreSQL ${Math.floor(p.version / 10_000)} cannot hold logical decoding back until a standby has the WAL (synchronized_standby_slots is PostgreSQL 17's; synchronous replication does not hold decoding): the relay may publish events of transactions the standby has not received yet, and after a failover to it those events are phantoms (consumers saw rows the new primary does not have; measured ≈ the standby's lag × the event rate, docs/reliability.md#failover)`,
+        fix: 'upgrade to PostgreSQL 17+ and set synchronized_standby_slots with a failover slot (docs/managed-postgres.md#failover-slots); until then keep the standby close (its replay lag bounds the phantoms) and make consumers tolerate events of a transaction a failover undid',
+      });
     return { state: 'unsupported', ready: null, stalled: false, findings };
+  }
 
   const failover = p.slotFailover === true;
   const down = p.standbySlots.filter((s) => !s.exists || !s.active || s.lost);

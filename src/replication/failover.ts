@@ -67,6 +67,11 @@ export async function enableSlotFailover(databaseUrl: string, slot: string): Pro
   }
 }
 
+/** Physical slots, and walsenders that hold no slot (a standby streaming without one). */
+const PHYSICAL_STANDBYS = `SELECT (SELECT count(*)::int FROM pg_replication_slots WHERE slot_type = 'physical')
+              + (SELECT count(*)::int FROM pg_stat_replication r
+                  WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots p WHERE p.active_pid = r.pid)) AS physical`;
+
 /** What the primary knows: the slot's failover flag, synchronized_standby_slots, the walsender's wait. */
 export async function readPrimaryFailover(db: Db, slot: string): Promise<PrimaryFailoverReading> {
   const version = await serverVersion(db);
@@ -76,7 +81,9 @@ export async function readPrimaryFailover(db: Db, slot: string): Promise<Primary
       slotFailover: null,
       synchronizedStandbySlots: [],
       standbySlots: [],
-      physicalStandbys: 0,
+      // Before 17 only whether a standby could be promoted matters (phantom_risk): nothing can
+      // hold decoding back for it.
+      physicalStandbys: (await db.query<{ physical: number }>(PHYSICAL_STANDBYS)).rows[0]!.physical,
       walsenderWaitEvent: null,
     };
   const r = await db.query<{
@@ -86,9 +93,7 @@ export async function readPrimaryFailover(db: Db, slot: string): Promise<Primary
     wait_event: string | null;
   }>(
     `SELECT s.failover, current_setting('synchronized_standby_slots') AS named,
-            (SELECT count(*)::int FROM pg_replication_slots WHERE slot_type = 'physical')
-              + (SELECT count(*)::int FROM pg_stat_replication r
-                  WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots p WHERE p.active_pid = r.pid)) AS physical,
+            (${PHYSICAL_STANDBYS}) AS physical,
             (SELECT a.wait_event FROM pg_stat_activity a WHERE a.pid = s.active_pid) AS wait_event
        FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`,
     [slot],

@@ -29,6 +29,8 @@ import {
   type ThrowawayPostgres,
 } from '../../src/dev/throwaway-postgres.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
+import { readPrimaryFailover } from '../../src/replication/failover.ts';
+import { judgeFailover } from '../../src/replication/failover-readiness.ts';
 import type { OutboundMessage } from '../../src/route/event.ts';
 import { createSink } from '../../src/sinks/create.ts';
 import type { PublishOptions, Sink } from '../../src/sinks/sink.ts';
@@ -187,6 +189,20 @@ describe.each([
       "SELECT pid FROM pg_stat_replication WHERE application_name = 'standby'",
     );
     expect(walsender).toBeDefined();
+    // What `check`, `status` and the relay's log name with a standby streaming: on 16 nothing can
+    // hold decoding back for it; on 17 synchronized_standby_slots could, but is not set here.
+    const readPool = new pg.Pool({ connectionString: primary.url, max: 1 });
+    try {
+      const report = judgeFailover(slot, await readPrimaryFailover(readPool, slot), null);
+      expect(report.findings.map((f) => f.id)).toContain('phantom_risk');
+      expect(report.findings.find((f) => f.id === 'phantom_risk')!.text).toMatch(
+        version === '16'
+          ? /PostgreSQL 16 cannot hold logical decoding back/
+          : /synchronized_standby_slots is not set/,
+      );
+    } finally {
+      await readPool.end();
+    }
     const frozenAt = (
       await query<{ max: string }>(primary.url, 'SELECT max(id)::text AS max FROM outbox')
     )[0]!.max;
