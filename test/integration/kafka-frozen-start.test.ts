@@ -95,11 +95,26 @@ async function frozenAcrossStart(
 
   freeze();
   relay = spawnRelay(db, kafka, args);
+  let fenced = 0;
   // The relay's first failed start of the sink, then the thaw.
   await relay.waitForLog(failed, 90_000);
   thaw();
   if (refreeze) {
-    await relay.waitForLog(refreeze, 90_000);
+    // A producer of the abandoned start may still get its producer id after the thaw and fence
+    // the next start's (exit 75, the documented outcome: the supervisor starts the relay again);
+    // the point to freeze at again is then reached by the restarted relay.
+    for (;;) {
+      const r = relay;
+      const exited = await Promise.race([
+        r.waitForLog(refreeze, 90_000).then(() => null),
+        r.exited.then((code) => code),
+      ]);
+      if (exited === null) break;
+      if (exited !== 75 || fenced >= fencedRestarts)
+        throw new Error(`relay exited (${exited}) before logging ${refreeze}; logs:\n${relayLogs()}`);
+      fenced++;
+      relay = spawnRelay(db, kafka, args);
+    }
     freeze();
     const before = count(failed);
     await waitFor(() => count(failed) > before, {
@@ -111,7 +126,6 @@ async function frozenAcrossStart(
   }
   const thawedAt = Date.now();
 
-  let fenced = 0;
   let exitedWith: number | string | null = null;
   const watch = (r: RelayProcess) => void r.exited.then((code) => relay === r && (exitedWith = code));
   watch(relay);
@@ -207,7 +221,8 @@ it('--delivery exactly-once: the transactional start abandoned while frozen (the
       'debug',
     ],
     /"err":"the kafka sink did not start within 3000 ms \(--sink-start-timeout-ms\)/,
-    /"msg":"created the exactly-once progress topic"/,
+    // Created by this start, or found: an abandoned start's admin may have created it after the thaw.
+    /"msg":"(created the exactly-once progress topic|the exactly-once progress topic exists)"/,
     2,
   );
 }, 420_000);

@@ -470,7 +470,10 @@ export class TransactionalPublisher {
     try {
       await admin.connect();
       const topics = await admin.listTopics();
-      if (topics.includes(this.#c.progressTopic)) return;
+      if (topics.includes(this.#c.progressTopic)) {
+        this.#log.debug({ topic: this.#c.progressTopic }, 'the exactly-once progress topic exists');
+        return;
+      }
       await admin
         .createTopics({
           waitForLeaders: true,
