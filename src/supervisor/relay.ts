@@ -22,6 +22,7 @@ import type { Sink } from '../sinks/sink.ts';
 import { codeOf, isTransientSqlState, SqlState } from '../store/pg-errors.ts';
 import { createPool } from '../store/pool.ts';
 import { type RecordedState, relayStateTable } from '../store/relay-state.ts';
+import { describeTimeline } from '../store/timeline.ts';
 import { ReplicationSession, type SessionDeps } from '../stream/session.ts';
 import { Sweeper } from '../sweeper/sweeper.ts';
 import { Components, SinkComponent } from './components.ts';
@@ -513,6 +514,24 @@ export class Relay {
           sweeper.start();
         },
         (timeline) => {
+          // The slot was opened, and a promotion looked for, on one server; the stream reached
+          // another: a standby promoted in between (the pool and the replication connection are
+          // two connections). Not observed: the next round's opening then sees the promotion and
+          // runs its table pass, and no position read from the old primary is confirmed here.
+          if (timeline !== slot.timeline) {
+            this.#log.warn(
+              { opened: slot.timeline, stream: timeline },
+              `the database changed between the slot's opening (${describeTimeline(slot.timeline)}) and the stream's start (${describeTimeline(timeline)}): opening the slot again`,
+            );
+            session.fail(
+              new RelayError(
+                ErrorCode.TIMELINE_CHANGED,
+                `the stream started on ${describeTimeline(timeline)}, the slot was opened on ${describeTimeline(slot.timeline)}`,
+                { retriable: true },
+              ),
+            );
+            return;
+          }
           this.#timelines.observe(timeline);
           const changed = this.#delivery.streamStarted(timeline);
           if (changed) session.fail(changed);

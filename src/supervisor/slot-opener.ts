@@ -12,7 +12,11 @@ import { publishUnrecorded, type RecoveryDeps } from './slot-recovery.ts';
 import { startTimeline, type TimelineWatch } from './timeline-watch.ts';
 
 /** The slot a round streams from, and the table pass due before it (null: none). */
-export type OpenedSlot = SlotState & { recovery: string | null };
+/**
+ * `timeline`: the server's timeline key when the slot was opened and a promotion looked for
+ * (startTimeline); the stream must start on the same one (relay.ts #stream).
+ */
+export type OpenedSlot = SlotState & { recovery: string | null; timeline: string };
 
 /**
  * The relay's slot: opened (created if missing) at every round, and the table pass that closes
@@ -115,7 +119,7 @@ export class SlotOpener {
       this.#slotSeen = true;
       if (slot.created) this.#log.info({ recovery, failover }, 'replication slot created (pgoutput)');
       else if (failover) await turnOnSlotFailover(client, c.databaseUrl, c.slot, this.#log);
-      return { ...slot, recovery };
+      return { ...slot, recovery, timeline: on.now };
     } finally {
       client.release();
     }

@@ -94,7 +94,7 @@ export async function startTimeline(
   slot: string,
   watch: TimelineWatch,
   log: Logger,
-): Promise<{ promoted: boolean; store: () => Promise<void> }> {
+): Promise<{ promoted: boolean; now: string; store: () => Promise<void> }> {
   const now = await currentTimeline(db);
   const stored = await readStoredTimeline(db, progress, slot);
   if (stored.kind === 'absent' && !warnedAbsent.has(progress)) {
@@ -104,6 +104,7 @@ export async function startTimeline(
   const promoted = watch.promotedSince(stored.kind === 'stored' ? stored.key : null, now);
   return {
     promoted,
+    now,
     store: async () => {
       if (stored.kind === 'stored' && stored.key !== now) await storeTimeline(db, progress, slot, now);
     },
