@@ -123,3 +123,41 @@ it('a dead event of the side table is copied to the dead-letter topic; a refused
   expect((await sideRow(second))!.status).toBe('dead');
   expect((await relay!.metrics.failures.dlqPublished.get()).values[0]?.value).toBe(1);
 });
+
+it('a side-table row whose columns an operator broke fails alone (ROW_INVALID); the round goes on and retries the others', async () => {
+  await startRelay(['--max-attempts', '0']);
+  const [broken, objectPayload, good] = [randomUUID(), randomUUID(), randomUUID()];
+  // Refused for good at first (their topic does not exist): each is kept in the side table.
+  await insertThenDelete(db!, [
+    [broken, 'Later', 'l-1'],
+    [objectPayload, 'Later', 'l-2'],
+    [good, 'Later', 'l-3'],
+  ]);
+  await waitFor(async () => (await sideRow(good))?.status === 'failed', {
+    timeoutMs: 30_000,
+    message: 'the three events in the side table',
+  });
+  // An operator's edits: the first row's columns become JSON null, the second's payload an object.
+  await db!.query(`UPDATE outbox_relay_failed SET columns = 'null'::jsonb WHERE columns ->> 'id' = $1`, [
+    broken,
+  ]);
+  await db!.query(
+    `UPDATE outbox_relay_failed SET columns = jsonb_set(columns, '{payload}', '{"a": 1}') WHERE columns ->> 'id' = $1`,
+    [objectPayload],
+  );
+  await kafka.createTopic('outbox.event.Later', 1);
+  // The good one is published by a retry in a round that also meets the two broken rows.
+  await waitFor(async () => (await sideRow(good))?.status === 'published', {
+    timeoutMs: 30_000,
+    message: 'the intact event published by the sweeper',
+  });
+  const [r] = await db!.query<{ status: string; last_error: string }>(
+    "SELECT status, last_error FROM outbox_relay_failed WHERE columns = 'null'::jsonb",
+  );
+  expect(r!.status).toBe('failed');
+  expect(r!.last_error).toMatch(/ROW_INVALID.*columns of this event are null, not an object/);
+  const o = (await sideRow(objectPayload))!;
+  expect(o.status).toBe('failed');
+  expect(o.last_error).toMatch(/ROW_INVALID.*hold "payload" as an object, not a text/);
+  expect((await kafka.readAll('outbox.event.Later')).map((m) => m.key?.toString())).toEqual(['l-3']);
+});

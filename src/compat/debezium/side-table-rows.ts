@@ -61,6 +61,20 @@ export class SideTableRows implements SweepStore<Row> {
       state: { runId: crypto.randomUUID() },
     };
     const mode = columnsModeOf(this.#routing);
+    // The side table's `columns` is jsonb an operator may have edited: anything but an object of
+    // texts (or nulls) is this row's permanent failure, never a round that throws (and rolls back) for good.
+    const invalid = invalidColumns(row.columns);
+    if (invalid) {
+      const event = columnsEvent({}, mode, BigInt(row.walPosition), 0n, Date.now(), 0);
+      return {
+        event,
+        error: {
+          class: 'permanent',
+          reason: 'ROW_INVALID',
+          message: `the side table's columns of this event ${invalid}: each column's text (or null) by name is expected, as the relay wrote it; fix the row's columns, or discard it`,
+        },
+      };
+    }
     const event = columnsEvent(row.columns, mode, BigInt(row.walPosition), 0n, Date.now(), 0);
     try {
       return { event, message: routeDebezium(event, this.#route) };
@@ -130,3 +144,13 @@ export class SideTableRows implements SweepStore<Row> {
 }
 
 const withIds = (rows: SideRow[]): Row[] => rows.map((r) => ({ ...r, id: r.walPosition }));
+
+/** Why a side-table row's `columns` is not an object of texts or nulls; null when it is. */
+export function invalidColumns(columns: unknown): string | null {
+  if (columns === null || typeof columns !== 'object' || Array.isArray(columns))
+    return `are ${columns === null ? 'null' : Array.isArray(columns) ? 'an array' : `a ${typeof columns}`}, not an object`;
+  for (const [name, v] of Object.entries(columns))
+    if (v !== null && typeof v !== 'string')
+      return `hold ${JSON.stringify(name).slice(0, 80)} as ${Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`}, not a text`;
+  return null;
+}
