@@ -4,6 +4,10 @@ import { EVENT_COLUMNS, type OutboxRow } from '../route/outbox-row.ts';
 export interface StoredRow extends OutboxRow {
   status: string;
   attempts: number;
+  /** The sweeper's claim (transitions.ts claimDueFailed): the payload was too large to read back, so it is null here. */
+  too_large?: boolean;
+  /** With too_large: the payload's size in bytes. */
+  payload_bytes?: number;
 }
 
 /** Note: renders id as text; order by the table's bigint column (alias it), never by this output. */

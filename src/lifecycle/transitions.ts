@@ -182,16 +182,49 @@ export const TRANSITIONS: readonly Transition[] = [
 // The sweeper's retries: failed → published | failed (later) | dead.
 
 /** Claims due failed rows, oldest first, FOR UPDATE SKIP LOCKED (run in the retry's transaction). */
-export async function claimDueFailed(db: Db, table: string, limit: number): Promise<StoredRow[]> {
+export async function claimDueFailed(
+  db: Db,
+  table: string,
+  limit: number,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+  maxPayloadBytes = SWEEP_MAX_PAYLOAD_BYTES,
+): Promise<StoredRow[]> {
+  // Up to `limit` due rows are locked, but only those within `maxBytes` (payload and headers, in
+  // id order; the first one always) are read: failed rows are often the large ones (a broker's
+  // MESSAGE_TOO_LARGE, an HTTP 413), and a bytea comes back as hex text, twice its size — a round
+  // of 100 rows of a few MB each outgrew the relay's memory limit. The rest wait, locked, for the
+  // next round. o.id, the bigint: ROW_COLUMNS renders id as text, and "10" sorts before "7".
   const r = await db.query<StoredRow>(
-    // o.id, the bigint: ROW_COLUMNS renders id as text, and "10" sorts before "7".
-    `SELECT ${ROW_COLUMNS} FROM ${table} AS o
-      WHERE status = 'failed' AND next_attempt_at <= now()
-      ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [limit],
+    `WITH due AS (
+       SELECT o.id, coalesce(octet_length(o.payload), 0) + coalesce(octet_length(o.headers::text), 0) AS bytes
+         FROM ${table} AS o
+        WHERE status = 'failed' AND next_attempt_at <= now()
+        ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED
+     ), taken AS (
+       SELECT id, sum(bytes) OVER (ORDER BY id) - bytes AS before FROM due
+     )
+     SELECT ${SWEEP_COLUMNS} FROM ${table} AS o JOIN taken USING (id)
+      WHERE taken.before < $2
+      ORDER BY o.id`,
+    [limit, maxBytes, maxPayloadBytes],
   );
   return r.rows;
 }
+
+/**
+ * The largest payload the sweeper reads back: node-postgres reads a bytea as hex text, two
+ * characters a byte, and a longer one than V8's longest string (2^29 characters) throws inside
+ * its socket handler — the relay's crash, and the same row claimed again after the restart. A
+ * larger row is claimed without its payload, `too_large` set: it fails (ROW_TOO_LARGE) without
+ * being read.
+ */
+export const SWEEP_MAX_PAYLOAD_BYTES = 128 * 1024 * 1024;
+
+/** ROW_COLUMNS, the payload read only up to SWEEP_MAX_PAYLOAD_BYTES ($3), with its size. */
+const SWEEP_COLUMNS = ROW_COLUMNS.replace(
+  'payload',
+  'CASE WHEN octet_length(o.payload) > $3 THEN NULL ELSE o.payload END AS payload, octet_length(o.payload) AS payload_bytes, coalesce(octet_length(o.payload) > $3, false) AS too_large',
+);
 
 /** failed → published: a retry was acknowledged. */
 export async function retryPublished(db: Db, table: string, id: string, attempts: number): Promise<void> {

@@ -12,6 +12,7 @@ import {
   retryDead,
   retryLater,
   retryPublished,
+  SWEEP_MAX_PAYLOAD_BYTES,
 } from '../lifecycle/transitions.ts';
 import type { OutboundMessage } from '../route/event.ts';
 import { rowToEvent } from '../route/outbox-row.ts';
@@ -35,19 +36,33 @@ export class OutboxRows implements SweepStore<StoredRow> {
 
   async reroute(row: StoredRow): Promise<Rerouted> {
     const event = rowToEvent(row);
+    if (row.too_large)
+      return {
+        event,
+        error: {
+          class: 'permanent',
+          reason: 'ROW_TOO_LARGE',
+          message: `the payload of ${row.payload_bytes} bytes is larger than the sweeper reads back (${SWEEP_MAX_PAYLOAD_BYTES} bytes: PostgreSQL's client reads a bytea as hex text, and Node.js strings stop at 2^29 characters), so it is not retried; store large payloads elsewhere and send a reference, then discard this row (outbox-relay events discard)`,
+        },
+      };
     const routed = tryRoute(event, this.#route);
     if ('error' in routed)
       return { event, error: { class: 'permanent', reason: routed.reason, message: routed.error } };
     return { event, message: routed.message };
   }
 
-  /** Routed again to the dead-letter topic in the event's value format: even an unroutable event has a copy. */
-  deadLetter(r: Rerouted, dlqTopic: string, attempts: number, error: Classified): OutboundMessage {
+  /**
+   * Routed again to the dead-letter topic in the event's value format: even an unroutable event
+   * has a copy — but not one whose payload was too large to read (it would be a copy without it).
+   */
+  deadLetter(r: Rerouted, dlqTopic: string, attempts: number, error: Classified): OutboundMessage | null {
+    if ('error' in r && r.error.reason === 'ROW_TOO_LARGE') return null;
     const topic = 'message' in r ? r.message.topic : '';
     return dlqMessage(r.event, dlqTopic, topic, attempts, error, this.#route);
   }
 
-  claimDue: SweepStore<StoredRow>['claimDue'] = (client, limit) => claimDueFailed(client, this.#table, limit);
+  claimDue: SweepStore<StoredRow>['claimDue'] = (client, limit, maxBytes) =>
+    claimDueFailed(client, this.#table, limit, maxBytes);
   retryPublished: SweepStore<StoredRow>['retryPublished'] = (client, row, attempts) =>
     retryPublished(client, this.#table, row.id, attempts);
   retryLater: SweepStore<StoredRow>['retryLater'] = (client, row, attempts, error, delayMs) =>

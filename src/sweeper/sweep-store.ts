@@ -37,8 +37,8 @@ export interface SweepStore<R extends SweepRow = SweepRow> {
   /** The dead-letter copy of a dead row's event; null when none can be made (its routing failed). */
   deadLetter(routed: Rerouted, dlqTopic: string, attempts: number, error: Classified): OutboundMessage | null;
 
-  /** Due failed rows, oldest first. */
-  claimDue(client: Db, limit: number): Promise<R[]>;
+  /** Due failed rows, oldest first: at most `limit`, and of them only the first within `maxBytes` (one at least). */
+  claimDue(client: Db, limit: number, maxBytes: number): Promise<R[]>;
   retryPublished(client: Db, row: R, attempts: number): Promise<void>;
   retryLater(client: Db, row: R, attempts: number, error: string, delayMs: number): Promise<void>;
   retryDead(client: Db, row: R, attempts: number, error: string): Promise<void>;

@@ -264,7 +264,8 @@ export class Sweeper {
     const { config: c, store } = this.#d;
     const headsPublished = new Set<string>();
     await this.#committingDone(async (client) => {
-      const due = await store.claimDue(client, c.sweepBatchSize);
+      // A round reads at most what the stream may hold in flight (--max-inflight-bytes).
+      const due = await store.claimDue(client, c.sweepBatchSize, c.maxInflightBytes);
       for (const row of due) {
         if (signal.aborted) break;
         const { routed, topic, error } = await this.#publishRow(row);

@@ -88,8 +88,12 @@ export class SideTableRows implements SweepStore<Row> {
     return 'message' in r ? dlqCopy(r.message, dlqTopic, attempts, error) : null;
   }
 
-  async claimDue(client: Parameters<SweepStore['claimDue']>[0], limit: number): Promise<Row[]> {
-    return withIds(await claimDueSide(client, this.#table, this.#slot, limit));
+  async claimDue(
+    client: Parameters<SweepStore['claimDue']>[0],
+    limit: number,
+    maxBytes: number,
+  ): Promise<Row[]> {
+    return withIds(await claimDueSide(client, this.#table, this.#slot, limit, maxBytes));
   }
   /** The side table's attempts count the refusals (`events list` shows them): a publish adds none. */
   retryPublished: SweepStore<Row>['retryPublished'] = (client, row) =>

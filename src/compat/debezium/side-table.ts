@@ -46,12 +46,27 @@ const AGGREGATE = (alias: string) =>
   `COALESCE(${alias}.columns ->> $2, '') = $4 AND COALESCE(${alias}.columns ->> $3::text, '') = $5`;
 
 /** Failed rows whose time has come, in WAL order, FOR UPDATE SKIP LOCKED (in the retry's transaction). */
-export async function claimDueSide(db: Db, table: string, slot: string, limit: number): Promise<SideRow[]> {
+export async function claimDueSide(
+  db: Db,
+  table: string,
+  slot: string,
+  limit: number,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+): Promise<SideRow[]> {
+  // As claimDueFailed (lifecycle/transitions.ts): up to `limit` locked, only those within
+  // `maxBytes` of their columns read (the first always); the rest wait for the next round.
   const r = await db.query(
-    `SELECT * FROM ${table}
-      WHERE slot_name = $1 AND status = 'failed' AND next_attempt_at <= clock_timestamp()
-      ORDER BY wal_position LIMIT $2 FOR UPDATE SKIP LOCKED`,
-    [slot, limit],
+    `WITH due AS (
+       SELECT wal_position, octet_length(columns::text) AS bytes FROM ${table}
+        WHERE slot_name = $1 AND status = 'failed' AND next_attempt_at <= clock_timestamp()
+        ORDER BY wal_position LIMIT $2 FOR UPDATE SKIP LOCKED
+     ), taken AS (
+       SELECT wal_position, sum(bytes) OVER (ORDER BY wal_position) - bytes AS before FROM due
+     )
+     SELECT f.* FROM ${table} AS f JOIN taken USING (wal_position)
+      WHERE f.slot_name = $1 AND taken.before < $3
+      ORDER BY f.wal_position`,
+    [slot, limit, maxBytes],
   );
   return r.rows.map(toRow);
 }
