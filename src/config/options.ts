@@ -1243,7 +1243,7 @@ const TABLE = [
     type: 'int',
     min: 0,
     group: 'Retention',
-    doc: "Age (created_at) after which 'dead' rows are deleted. Unset: dead rows are kept until an operator resends or discards them.",
+    doc: "Age (created_at) after which 'dead' rows are deleted — but not a dead row whose aggregate has parked events after it (strict ordering: they wait for it to be resent or discarded). Unset: dead rows are kept until an operator resends or discards them.",
     commands: RUN,
   },
   {

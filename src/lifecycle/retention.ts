@@ -102,7 +102,12 @@ export class Retention {
         if (d.deadRetentionMs !== undefined) {
           await this.#deleteAll(
             client,
-            `status = 'dead' AND created_at < now() - $1::bigint * interval '1 millisecond'`,
+            // Not a dead head with parked followers (strict ordering): they wait for an operator
+            // to resend or discard it (docs/failures.md); pruned, it would let them go out past it.
+            `status = 'dead' AND created_at < now() - $1::bigint * interval '1 millisecond'
+             AND NOT EXISTS (SELECT 1 FROM ${d.table} AS f WHERE f.status = 'parked'
+                               AND f.aggregate_type = ${d.table}.aggregate_type
+                               AND f.aggregate_id = ${d.table}.aggregate_id AND f.id > ${d.table}.id)`,
             [d.deadRetentionMs],
             result,
             signal,

@@ -516,6 +516,34 @@ describe('retention', () => {
     await r.query(`DELETE FROM outbox`);
   });
 
+  it('--retention-dead-ms keeps a dead head whose aggregate has parked followers (they wait for an operator)', async () => {
+    const ids = await insertEvents(
+      r.pool,
+      ['h1', 'h1', 'h2'].map((k) => ({
+        aggregateType: 'Held',
+        aggregateId: k,
+        eventType: 'E',
+        payload: '{}',
+      })),
+    );
+    await r.query(
+      `UPDATE outbox SET status = 'dead', created_at = now() - interval '10 days' WHERE id = ANY($1::bigint[])`,
+      [[ids[0], ids[2]]],
+    );
+    await r.query(`UPDATE outbox SET status = 'parked' WHERE id = $1`, [ids[1]]);
+    const res = await retention(new RelayMetrics(), { deadRetentionMs: 5 * 24 * 3600 * 1000 }).pruneOnce();
+    expect(res).toEqual({ deleted: { dead: 1 }, batches: 1, more: false });
+    const left = await r.query<{ id: string; status: string }>(
+      'SELECT id::text, status FROM outbox WHERE id = ANY($1::bigint[]) ORDER BY id',
+      [ids],
+    );
+    expect(left.map((x) => [x.id, x.status])).toEqual([
+      [ids[0], 'dead'],
+      [ids[1], 'parked'],
+    ]);
+    await r.query(`DELETE FROM outbox`);
+  });
+
   it('prunes rows the relay recorded published (progress record) by age; never a pending row nobody published, however old', async () => {
     const sink = new CaptureSink();
     // The rows of the previous test are in the slot too: count only this test's events.
