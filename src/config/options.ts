@@ -1156,7 +1156,7 @@ const TABLE = [
     negatable: true,
     default: true,
     group: 'Slot health',
-    doc: 'A lost slot (wal_status = lost, or dropped after it had streamed) is recovered without a gap: a new slot is created, every row neither recorded published nor in the failure lifecycle is published from the table in id order, then streaming resumes from the new slot, skipping rows the table pass published (docs/operations.md#lost-slot). Off (--no-slot-recovery): the relay stops instead (exit 69) and says how to replay.',
+    doc: 'A lost slot (wal_status = lost, or dropped after it had streamed) is recovered without a gap: a new slot is created, every row neither recorded published nor in the failure lifecycle is published from the table in id order, then streaming resumes from the new slot, skipping rows the table pass published (docs/operations.md#lost-slot). Off (--no-slot-recovery): the relay stops instead (exit 69) and says how to replay — also after a promotion its failover slot survived (PostgreSQL 17+), where the table pass publishes the rows only the old primary had recorded.',
     commands: RUN,
   },
   {

@@ -101,6 +101,14 @@ export class SlotOpener {
         recovery = 'promoted';
         await markRecovery(client, store.progress, c.slot, recovery);
       }
+      // Without the pass, those rows would stay 'pending' behind the slot, silently. As for a
+      // lost slot: stop and say so. The new timeline is not stored: every start says it again.
+      if (state !== 'missing' && recovery === null && !c.slotRecovery && on.promoted)
+        throw new RelayError(
+          ErrorCode.SLOT_INVALIDATED,
+          `the database was promoted and slot ${c.slot} continued on the new primary: rows whose outcome only the old primary recorded (after the standby's last replay) would stay pending behind the slot for good. --no-slot-recovery is set, so the relay stops instead of publishing them from the table: start it once without --no-slot-recovery (it publishes them, duplicates possible, then streams), or resend them yourself (outbox-relay events list --status pending)`,
+          { details: { slot: c.slot } },
+        );
       if (state === 'missing' && recovery === null) {
         const recorded = await readProgress(client, store.progress, c.slot);
         recovery = this.#slotSeen || (recorded !== null && recorded !== '{}') ? 'dropped' : 'created';

@@ -224,6 +224,23 @@ describe.each<[Delivery]>([['at-least-once'], ['exactly-once']])('%s', (delivery
     // The new primary has the late rows, not their progress record.
     expect(await pending(s)).toBe(late.length);
 
+    // --no-slot-recovery: no table pass, so the relay stops (exit 69) rather than leave the late
+    // rows pending behind the slot; the new timeline is not stored, so the next start still sees it.
+    const noRecovery = new Relay({
+      config: { ...configFor(standby.url, delivery), slotRecovery: false },
+      sink: memorySink(),
+      log: silentLogger(),
+    });
+    relays.push(noRecovery);
+    await noRecovery.start();
+    await expect(noRecovery.done()).rejects.toMatchObject({
+      code: 'SLOT_INVALIDATED',
+      message: expect.stringMatching(
+        /promoted and slot .* continued on the new primary.*--no-slot-recovery is set/,
+      ),
+    });
+    expect(await pending(s)).toBe(late.length);
+
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(l) });
     const config2 = configFor(standby.url, delivery);
