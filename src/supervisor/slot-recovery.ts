@@ -8,6 +8,8 @@ import { pendingRowsBetween } from '../lifecycle/queries.ts';
 import { decideBatch } from '../outcome/decide.ts';
 import { type OutcomeDeps, PARKED, PUBLISHED, routeItem } from '../outcome/outcome.ts';
 import { OutcomeRecorder } from '../outcome/record.ts';
+import { parseSlotList } from '../replication/failover-readiness.ts';
+import { sleep } from '../retry/backoff.ts';
 import { rowToEvent } from '../route/outbox-row.ts';
 import { type RouteConfig, routeConfigOf } from '../route/router.ts';
 import { currentTimeline } from '../store/timeline.ts';
@@ -66,6 +68,7 @@ export async function publishUnrecorded(
       if (signal.aborted) return null;
       const rows = await pendingRowsBetween(d.store.db, d.store.table, from, hi, BATCH);
       if (rows.length === 0) break;
+      if (!(await standbysHaveRead(d, signal))) return null;
       if (!(await settleBatch(d, recorder, route, rows, result, signal, on))) return null;
       from = BigInt(rows[rows.length - 1]!.id) + 1n;
       result.firstId ??= rows[0]!.id;
@@ -74,6 +77,46 @@ export async function publishUnrecorded(
     }
   }
   return result;
+}
+
+/**
+ * PostgreSQL 17+ with synchronized_standby_slots: decoding sends a transaction only once the named
+ * standbys have its WAL, so that none of its events becomes a phantom at a failover. The pass reads
+ * the table directly: it waits the same way — until every named standby's slot has confirmed the
+ * WAL up to the position taken after the batch was read (everything the batch holds committed
+ * before it) — then publishes. Nothing to wait for without the setting (or before 17). false =
+ * stopped meanwhile.
+ */
+async function standbysHaveRead(d: RecoveryDeps, signal: AbortSignal): Promise<boolean> {
+  const db = d.store.db;
+  const r = await db.query<{ named: string | null; lsn: string }>(
+    "SELECT current_setting('synchronized_standby_slots', true) AS named, pg_current_wal_lsn()::text AS lsn",
+  );
+  const names = parseSlotList(r.rows[0]!.named);
+  if (names.length === 0) return true;
+  const lsn = r.rows[0]!.lsn;
+  const since = Date.now();
+  let said = false;
+  while (!signal.aborted) {
+    const caught = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_replication_slots
+        WHERE slot_name = ANY($1) AND restart_lsn >= $2::pg_lsn AND wal_status IS DISTINCT FROM 'lost'`,
+      [names, lsn],
+    );
+    if (caught.rows[0]!.n === names.length) {
+      if (said) d.log.info({ lsn }, 'the standbys confirmed the WAL: the table pass goes on');
+      return true;
+    }
+    if (!said && Date.now() - since >= 5_000) {
+      said = true;
+      d.log.warn(
+        { synchronized_standby_slots: names, lsn },
+        `the table pass waits until the standbys of synchronized_standby_slots (${names.join(', ')}) have confirmed the WAL up to ${lsn} before it publishes (as decoding waits for them: an event of a transaction they do not have would be a phantom at a failover)`,
+      );
+    }
+    await sleep(100, signal);
+  }
+  return false;
 }
 
 /** Decides and records one batch of rows as the stream does (outcome/); false = aborted. */

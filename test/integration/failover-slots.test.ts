@@ -336,6 +336,62 @@ describe('failover slots on PostgreSQL 17 with a physical standby', () => {
       await pool.query('SELECT pg_reload_conf()');
     }
   });
+  it("a lost slot's table pass waits for the standbys of synchronized_standby_slots before it publishes (no phantom from the table)", async () => {
+    const o = await outboxOf('fo_pass');
+    await pool.query(`ALTER SYSTEM SET synchronized_standby_slots = '${PHYSICAL_SLOT}'`);
+    await pool.query('SELECT pg_reload_conf()');
+    try {
+      // The relay streams once (its progress record exists), then stops; its slot is dropped.
+      const first = run(o.args);
+      await first.waitForLog(/streaming from the slot/, 30_000);
+      const before = await insertEvents(pool, events(5, 'a'), o.table);
+      await waitFor(async () => publishedIds(first).length >= before.length, { message: 'published before' });
+      first.kill('SIGTERM');
+      await first.exited;
+      await pool.query('SELECT pg_drop_replication_slot($1)', ['fo_pass']);
+      // The standby disconnects; rows committed meanwhile are on the primary only.
+      await standbyPool.query(`ALTER SYSTEM SET primary_conninfo = ''`);
+      await standbyPool.query('SELECT pg_reload_conf()');
+      await waitFor(async () => (await physicalSlotActive()) === false, { message: 'the standby is gone' });
+      const during = await insertEvents(pool, events(10, 'b'), o.table);
+
+      // The next start recovers the dropped slot from the table: the pass reads the rows, then
+      // waits for the standby instead of publishing what it does not have.
+      const r = run(o.args);
+      try {
+        await r.waitForLog(
+          /the table pass waits until the standbys of synchronized_standby_slots \(standby_slot\)/,
+          60_000,
+        );
+        expect(publishedIds(r).filter((id) => during.includes(id))).toEqual([]);
+        await standbyPool.query('ALTER SYSTEM RESET primary_conninfo');
+        await standbyPool.query('SELECT pg_reload_conf()');
+        await waitFor(async () => during.every((id) => publishedIds(r).includes(id)), {
+          timeoutMs: 60_000,
+          message: 'the rows published once the standby has them',
+        });
+        await r.waitForLog(/the standbys confirmed the WAL: the table pass goes on/, 10_000);
+        // The standby has every one of them: none is a phantom if it were promoted now.
+        const onStandby = await standbyPool.query<{ n: string }>(
+          `SELECT count(*)::text AS n FROM ${o.table} WHERE id = ANY($1::bigint[])`,
+          [during],
+        );
+        expect(onStandby.rows[0]!.n).toBe(String(during.length));
+      } finally {
+        r.kill('SIGTERM');
+        await r.exited;
+      }
+    } finally {
+      await standbyPool.query('ALTER SYSTEM RESET primary_conninfo');
+      await standbyPool.query('SELECT pg_reload_conf()');
+      await pool.query('ALTER SYSTEM RESET synchronized_standby_slots');
+      await pool.query('SELECT pg_reload_conf()');
+      await waitFor(async () => (await physicalSlotActive()) === true, {
+        message: 'the standby streams again',
+      });
+    }
+  });
+
   it('reports the stall when the standby stays connected but confirms nothing (its receiver frozen), and resumes', async () => {
     const o = await outboxOf('fo_frozen');
     await pool.query(`ALTER SYSTEM SET synchronized_standby_slots = '${PHYSICAL_SLOT}'`);
