@@ -10,6 +10,8 @@ import type { ExactlyOnceProgress, PublishOptions, Sink } from './sink.ts';
 export class SerializedSink implements Sink {
   readonly name: string;
   readonly abandonStart?: () => void;
+  /** The inner sink's (a webhook URL, a stream, a queue, an exchange), where it names one. */
+  readonly destinationOf?: (m: OutboundMessage) => string;
   readonly #inner: Sink;
   #tail: Promise<unknown> = Promise.resolve();
 
@@ -20,6 +22,7 @@ export class SerializedSink implements Sink {
     this.name = inner.name;
     // Only where the inner sink has one (the relay's message says whether clients were dropped).
     if (inner.abandonStart) this.abandonStart = () => inner.abandonStart?.();
+    if (inner.destinationOf) this.destinationOf = (m) => inner.destinationOf!(m);
     const eo = inner.exactlyOnce;
     // Reading Kafka's progress may replace the transactional producer: never beside a publish.
     if (eo)

@@ -41,7 +41,16 @@ export interface SweeperDeps {
 }
 
 /** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
-class TransientDuringSweep extends Error {}
+class TransientDuringSweep extends Error {
+  /** The destination of the message that met it (the sink's destinationOf, else its topic). */
+  destination: string | undefined;
+}
+
+/** Destinations refusing for now in one round before the round stops (#retryDue). */
+const MAX_DOWN_DESTINATIONS = 3;
+
+/** One row's retry: error null = acknowledged. */
+type Published = { routed: Rerouted; topic: string; error: Classified | null };
 
 const STATUS_REFRESH_MS = 30_000;
 
@@ -237,12 +246,24 @@ export class Sweeper {
     }
   }
 
-  /** Routes and publishes one stored event: error null = acknowledged, else why it was refused for good. */
-  async #publishRow(row: SweepRow): Promise<{ routed: Rerouted; topic: string; error: Classified | null }> {
+  /**
+   * Routes and publishes one stored event: error null = acknowledged, else why it was refused for
+   * good; 'skipped' when its destination is in `down` (not sent, the row untouched). A transient
+   * failure throws TransientDuringSweep carrying the message's destination.
+   */
+  async #publishRow(row: SweepRow, down?: ReadonlySet<string>): Promise<Published | 'skipped'> {
     const routed = await this.#d.store.reroute(row);
     if ('error' in routed) return { routed, topic: '', error: routed.error };
-    Object.assign(routed.message.headers, this.#d.retryHeaders);
-    return { routed, topic: routed.message.topic, error: await this.#send([routed.message]) };
+    const m = routed.message;
+    const destination = this.#d.sink.destinationOf?.(m) ?? m.topic;
+    if (down?.has(destination)) return 'skipped';
+    Object.assign(m.headers, this.#d.retryHeaders);
+    try {
+      return { routed, topic: m.topic, error: await this.#send([m]) };
+    } catch (e) {
+      if (e instanceof TransientDuringSweep) e.destination = destination;
+      throw e;
+    }
   }
 
   /** Publishes one message; transient failures abort the round (no attempt is burned). */
@@ -263,12 +284,32 @@ export class Sweeper {
   async #retryDue(signal: AbortSignal): Promise<Set<string>> {
     const { config: c, store } = this.#d;
     const headsPublished = new Set<string>();
+    // A sink of many destinations (webhook URLs, Redis streams, SQS queues, exchanges): one that
+    // refuses for now is skipped for the rest of the round, the others' rows are retried — one
+    // receiver down no longer holds every other's retries. A third such destination in a round
+    // looks like the broker itself: the round stops there, as it does at once for a sink of one.
+    const down = new Set<string>();
+    const manyDestinations = this.#d.sink.destinationOf !== undefined;
     await this.#committingDone(async (client) => {
       // A round reads at most what the stream may hold in flight (--max-inflight-bytes).
       const due = await store.claimDue(client, c.sweepBatchSize, c.maxInflightBytes);
       for (const row of due) {
         if (signal.aborted) break;
-        const { routed, topic, error } = await this.#publishRow(row);
+        let done: Published | 'skipped';
+        try {
+          done = await this.#publishRow(row, down);
+        } catch (e) {
+          if (
+            !(e instanceof TransientDuringSweep) ||
+            !manyDestinations ||
+            down.size + 1 >= MAX_DOWN_DESTINATIONS
+          )
+            throw e;
+          down.add(e.destination ?? '');
+          continue;
+        }
+        if (done === 'skipped') continue;
+        const { routed, topic, error } = done;
         const { event } = routed;
         const attempts = row.attempts + 1;
         if (!error) {
@@ -363,7 +404,9 @@ export class Sweeper {
         const rows = await store.claimParked(client, [type, id], c.sweepBatchSize);
         if (rows.length === 0) return 'empty';
         for (const row of rows) {
-          const { routed, topic, error } = await this.#publishRow(row);
+          const done = await this.#publishRow(row);
+          if (done === 'skipped') return 'stop'; // never: no `down` set here
+          const { routed, topic, error } = done;
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
             await store.releaseFailed(client, row, formatError(error), failureBackoff(c, 1));

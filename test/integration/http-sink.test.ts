@@ -328,6 +328,48 @@ describe('HTTP sink (webhooks)', () => {
     expect(st.get(ids[1]!)!.last_error).toMatch(/HTTP_400/); // a transient answer burns no attempt
   });
 
+  it("sweeper: a receiver answering 503 for now holds back only its own retries; another URL's failed events are retried in the same rounds", async () => {
+    // Two destinations ({topic} in the URL): aggregate type Down's and Up's. Both events refused
+    // (400) until recorded failed; then Down's receiver answers 503 at every retry, Up's takes it.
+    receiver.script('k0#0', { status: 400, body: 'not yet', sticky: true });
+    receiver.script('k1#0', { status: 400, body: 'not yet', sticky: true });
+    await startRelay('hol', [
+      '--ordering',
+      'relaxed',
+      '--failure-backoff-ms',
+      '50',
+      '--failure-backoff-max-ms',
+      '100',
+      '--max-attempts',
+      '0',
+      '--sweep-interval-ms',
+      '100',
+    ]);
+    // Down's row first: the sweeper claims it first (id order) in every round.
+    const [down] = await insertRounds('Down', 1, 1);
+    const up = (
+      await insertEvents(db.pool, [
+        { aggregateType: 'Up', aggregateId: 'k1', eventType: 'Tick', payload: JSON.stringify({ seq: 0 }) },
+      ])
+    )[0]!;
+    await waitFor(
+      async () => [...(await statuses([down!, up])).values()].every((r) => r.status === 'failed'),
+      {
+        timeoutMs: 30_000,
+        message: 'both recorded failed',
+      },
+    );
+    receiver.script('k0#0', { status: 503, sticky: true });
+    receiver.script('k1#0');
+    await waitFor(async () => (await statuses([up])).get(up)!.status === 'published', {
+      timeoutMs: 30_000,
+      message: "Up's event published by a retry while Down's receiver answers 503",
+    });
+    expect((await statuses([down!])).get(down!)!.status).toBe('failed');
+    expect(receiver.attemptsOf('k0#0').some((a) => a.status === 503)).toBe(true);
+    expect(receiver.delivered.filter((d) => d.path.startsWith('/hol/hol.Up'))).toHaveLength(1);
+  });
+
   it('the receiver killed mid-stream and restarted: nothing confirmed while it is down, 0 lost, key order kept (duplicates counted)', async () => {
     const r = await startRelay('kill');
     const load = backgroundInserts('Killed', 8);
