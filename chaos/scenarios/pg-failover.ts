@@ -5,6 +5,7 @@ import {
   type ThrowawayPostgres,
 } from '../../src/dev/throwaway-postgres.ts';
 import { PgProxy } from '../../test/support/pg-proxy.ts';
+import { queryOnce } from '../../test/support/query-once.ts';
 import { spawnCli } from '../../test/support/relay.ts';
 import type { Env } from '../lib/env.ts';
 import { type Outcome, type Scenario, sleep } from '../lib/scenario.ts';
@@ -124,20 +125,7 @@ export async function stopPair(p: {
 }
 
 /** One statement on its own connection (the server may be the one a fault is aimed at). */
-export async function sql<T extends pg.QueryResultRow>(
-  url: string,
-  text: string,
-  params: unknown[] = [],
-): Promise<T[]> {
-  const c = new pg.Client(url);
-  c.on('error', () => {});
-  await c.connect();
-  try {
-    return (await c.query<T>(text, params)).rows;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
+export const sql = queryOnce;
 
 async function runFailover(env: Env, version: string, synced: boolean) {
   const pair = await startPair(env, version, synced);

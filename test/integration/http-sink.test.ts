@@ -56,6 +56,20 @@ const FAST = [
   '300',
 ];
 
+/** The sweeper's tests: relaxed order, retries every ~100 ms, never dead. */
+const SWEEP_FAST = [
+  '--ordering',
+  'relaxed',
+  '--failure-backoff-ms',
+  '50',
+  '--failure-backoff-max-ms',
+  '100',
+  '--max-attempts',
+  '0',
+  '--sweep-interval-ms',
+  '100',
+];
+
 async function startRelay(
   path: string,
   extra: string[] = [],
@@ -288,18 +302,7 @@ describe('HTTP sink (webhooks)', () => {
     // answered 503 at every retry. The sweeper claims k0#0 first (id order) in each round.
     receiver.script('k0#0', { status: 400, body: 'not yet', sticky: true });
     receiver.script('k1#0', { status: 400, body: 'not yet', sticky: true });
-    await startRelay('sweep', [
-      '--ordering',
-      'relaxed',
-      '--failure-backoff-ms',
-      '50',
-      '--failure-backoff-max-ms',
-      '100',
-      '--max-attempts',
-      '0',
-      '--sweep-interval-ms',
-      '100',
-    ]);
+    await startRelay('sweep', SWEEP_FAST);
     const ids = await insertRounds('Sweep', 2, 1);
     await waitFor(async () => [...(await statuses(ids)).values()].every((r) => r.status === 'failed'), {
       timeoutMs: 30_000,
@@ -333,18 +336,7 @@ describe('HTTP sink (webhooks)', () => {
     // (400) until recorded failed; then Down's receiver answers 503 at every retry, Up's takes it.
     receiver.script('k0#0', { status: 400, body: 'not yet', sticky: true });
     receiver.script('k1#0', { status: 400, body: 'not yet', sticky: true });
-    await startRelay('hol', [
-      '--ordering',
-      'relaxed',
-      '--failure-backoff-ms',
-      '50',
-      '--failure-backoff-max-ms',
-      '100',
-      '--max-attempts',
-      '0',
-      '--sweep-interval-ms',
-      '100',
-    ]);
+    await startRelay('hol', SWEEP_FAST);
     // Down's row first: the sweeper claims it first (id order) in every round.
     const [down] = await insertRounds('Down', 1, 1);
     const up = (

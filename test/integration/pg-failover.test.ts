@@ -40,6 +40,7 @@ import { type KafkaHarness, startKafka } from '../support/kafka.ts';
 import { memorySink } from '../support/memory-sink.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
 import { waitFor } from '../support/postgres.ts';
+import { queryOnce } from '../support/query-once.ts';
 
 const KEYS = 8;
 const ROWS_PER_TXN = 20;
@@ -116,16 +117,7 @@ function hooked(inner: Sink, after: (batch: readonly OutboundMessage[]) => Promi
   };
 }
 
-async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []) {
-  const c = new pg.Client(url);
-  c.on('error', () => {});
-  await c.connect();
-  try {
-    return (await c.query<T>(sql, params)).rows;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
+const query = queryOnce;
 
 describe.each([
   ['16', 'at-least-once'],

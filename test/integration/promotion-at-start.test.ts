@@ -28,6 +28,7 @@ import { Relay } from '../../src/supervisor/relay.ts';
 import { memorySink } from '../support/memory-sink.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
 import { waitFor } from '../support/postgres.ts';
+import { queryOnce } from '../support/query-once.ts';
 import { insertEvents } from '../support/relay.ts';
 
 const PHYSICAL_SLOT = 'standby_slot';
@@ -62,16 +63,7 @@ afterAll(async () => {
   await primary?.stop();
 });
 
-async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []) {
-  const c = new pg.Client(url);
-  c.on('error', () => {});
-  await c.connect();
-  try {
-    return (await c.query<T>(sql, params)).rows;
-  } finally {
-    await c.end().catch(() => {});
-  }
-}
+const query = queryOnce;
 
 const events = (n: number, key: string) =>
   Array.from({ length: n }, (_, i) => ({
