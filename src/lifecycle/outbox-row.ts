@@ -10,5 +10,14 @@ export interface StoredRow extends OutboxRow {
   payload_bytes?: number;
 }
 
-/** Note: renders id as text; order by the table's bigint column (alias it), never by this output. */
-export const ROW_COLUMNS = `id::text, event_id::text, ${EVENT_COLUMNS.slice(1).join(', ')}, created_at, status, attempts`;
+/**
+ * The select list of a stored row, `payload` standing for the payload column (an expression in its
+ * place: the sweeper's claim reads large ones only up to a size). Note: renders id as text; order
+ * by the table's bigint column (alias it), never by this output.
+ */
+export function rowColumns(payload = 'payload'): string {
+  const event = EVENT_COLUMNS.slice(1).map((c) => (c === 'payload' ? payload : c));
+  return `id::text, event_id::text, ${event.join(', ')}, created_at, status, attempts`;
+}
+
+export const ROW_COLUMNS = rowColumns();

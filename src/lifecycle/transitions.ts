@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ROW_COLUMNS, type StoredRow } from './outbox-row.ts';
+import { ROW_COLUMNS, rowColumns, type StoredRow } from './outbox-row.ts';
 import type { Status } from './statuses.ts';
 import { RESOLVABLE, sqlStatuses } from './statuses.ts';
 
@@ -195,20 +195,31 @@ export async function claimDueFailed(
   // of 100 rows of a few MB each outgrew the relay's memory limit. The rest wait, locked, for the
   // next round. o.id, the bigint: ROW_COLUMNS renders id as text, and "10" sorts before "7".
   const r = await db.query<StoredRow>(
-    `WITH due AS (
-       SELECT o.id, coalesce(octet_length(o.payload), 0) + coalesce(octet_length(o.headers::text), 0) AS bytes
+    `${withinBytes(
+      `SELECT o.id, coalesce(octet_length(o.payload), 0) + coalesce(octet_length(o.headers::text), 0) AS bytes
          FROM ${table} AS o
         WHERE status = 'failed' AND next_attempt_at <= now()
-        ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED
-     ), taken AS (
-       SELECT id, sum(bytes) OVER (ORDER BY id) - bytes AS before FROM due
-     )
+        ORDER BY o.id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      'id',
+      '$2',
+    )}
      SELECT ${SWEEP_COLUMNS} FROM ${table} AS o JOIN taken USING (id)
-      WHERE taken.before < $2
+      WHERE taken.in_budget
       ORDER BY o.id`,
     [limit, maxBytes, maxPayloadBytes],
   );
   return r.rows;
+}
+
+/**
+ * The CTEs of a claim within a byte budget: `due` locks what `dueSql` selects (its `key` and a
+ * `bytes` column, FOR UPDATE SKIP LOCKED); `taken` has each key with `in_budget`: whether the rows
+ * before it in key order hold under `maxBytes` (a parameter), so the first row always is. The
+ * claim reads only the rows in budget; the others stay locked until its transaction ends.
+ */
+export function withinBytes(dueSql: string, key: string, maxBytes: string): string {
+  return `WITH due AS (${dueSql}),
+     taken AS (SELECT ${key}, sum(bytes) OVER (ORDER BY ${key}) - bytes < ${maxBytes} AS in_budget FROM due)`;
 }
 
 /**
@@ -220,9 +231,8 @@ export async function claimDueFailed(
  */
 export const SWEEP_MAX_PAYLOAD_BYTES = 128 * 1024 * 1024;
 
-/** ROW_COLUMNS, the payload read only up to SWEEP_MAX_PAYLOAD_BYTES ($3), with its size. */
-const SWEEP_COLUMNS = ROW_COLUMNS.replace(
-  'payload',
+/** A stored row's columns, the payload read only up to $3 bytes, with its size. */
+const SWEEP_COLUMNS = rowColumns(
   'CASE WHEN octet_length(o.payload) > $3 THEN NULL ELSE o.payload END AS payload, octet_length(o.payload) AS payload_bytes, coalesce(octet_length(o.payload) > $3, false) AS too_large',
 );
 

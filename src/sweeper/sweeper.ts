@@ -21,7 +21,7 @@ import { withTransaction } from '../store/transaction.ts';
 import { FailoverWatch } from './failover-watch.ts';
 import { SlotWatch } from './slot-watch.ts';
 import { SweepLoop } from './sweep-loop.ts';
-import type { Rerouted, SweepRow, SweepStore } from './sweep-store.ts';
+import type { Rerouted, SweepStore } from './sweep-store.ts';
 
 export interface SweeperDeps {
   config: Config;
@@ -42,8 +42,12 @@ export interface SweeperDeps {
 
 /** A transient broker failure during a sweep: stop, burn no attempts, try again next round. */
 class TransientDuringSweep extends Error {
-  /** The destination of the message that met it (the sink's destinationOf, else its topic). */
-  destination: string | undefined;
+  /** The destination of the message that met it (Sweeper #destinationOf). */
+  readonly destination: string;
+  constructor(message: string, destination: string) {
+    super(message);
+    this.destination = destination;
+  }
 }
 
 /** Destinations refusing for now in one round before the round stops (#retryDue). */
@@ -246,36 +250,28 @@ export class Sweeper {
     }
   }
 
-  /**
-   * Routes and publishes one stored event: error null = acknowledged, else why it was refused for
-   * good; 'skipped' when its destination is in `down` (not sent, the row untouched). A transient
-   * failure throws TransientDuringSweep carrying the message's destination.
-   */
-  async #publishRow(row: SweepRow, down?: ReadonlySet<string>): Promise<Published | 'skipped'> {
-    const routed = await this.#d.store.reroute(row);
+  /** Publishes one rerouted event: error null = acknowledged, else why it was refused for good. */
+  async #publishRouted(routed: Rerouted): Promise<Published> {
     if ('error' in routed) return { routed, topic: '', error: routed.error };
-    const m = routed.message;
-    const destination = this.#d.sink.destinationOf?.(m) ?? m.topic;
-    if (down?.has(destination)) return 'skipped';
-    Object.assign(m.headers, this.#d.retryHeaders);
-    try {
-      return { routed, topic: m.topic, error: await this.#send([m]) };
-    } catch (e) {
-      if (e instanceof TransientDuringSweep) e.destination = destination;
-      throw e;
-    }
+    Object.assign(routed.message.headers, this.#d.retryHeaders);
+    return { routed, topic: routed.message.topic, error: await this.#send(routed.message) };
+  }
+
+  /** Where a message goes: the sink's destination (a URL, a stream, a queue, an exchange), else its topic. */
+  #destinationOf(m: OutboundMessage): string {
+    return this.#d.sink.destinationOf?.(m) ?? m.topic;
   }
 
   /** Publishes one message; transient failures abort the round (no attempt is burned). */
-  async #send(messages: OutboundMessage[]): Promise<Classified | null> {
-    const r = await publishOnce(this.#d, messages);
+  async #send(m: OutboundMessage): Promise<Classified | null> {
+    const r = await publishOnce(this.#d, [m]);
     if (r === true) return null;
     if (r.class === 'transient') {
       this.#d.log.warn(
         { reason: r.reason, err: r.message },
         'broker unavailable during sweep; retrying next round',
       );
-      throw new TransientDuringSweep(r.message);
+      throw new TransientDuringSweep(r.message, this.#destinationOf(m));
     }
     return r;
   }
@@ -295,9 +291,11 @@ export class Sweeper {
       const due = await store.claimDue(client, c.sweepBatchSize, c.maxInflightBytes);
       for (const row of due) {
         if (signal.aborted) break;
-        let done: Published | 'skipped';
+        const rerouted = await store.reroute(row);
+        if ('message' in rerouted && down.has(this.#destinationOf(rerouted.message))) continue;
+        let done: Published;
         try {
-          done = await this.#publishRow(row, down);
+          done = await this.#publishRouted(rerouted);
         } catch (e) {
           if (
             !(e instanceof TransientDuringSweep) ||
@@ -305,10 +303,9 @@ export class Sweeper {
             down.size + 1 >= MAX_DOWN_DESTINATIONS
           )
             throw e;
-          down.add(e.destination ?? '');
+          down.add(e.destination);
           continue;
         }
-        if (done === 'skipped') continue;
         const { routed, topic, error } = done;
         const { event } = routed;
         const attempts = row.attempts + 1;
@@ -404,9 +401,7 @@ export class Sweeper {
         const rows = await store.claimParked(client, [type, id], c.sweepBatchSize);
         if (rows.length === 0) return 'empty';
         for (const row of rows) {
-          const done = await this.#publishRow(row);
-          if (done === 'skipped') return 'stop'; // never: no `down` set here
-          const { routed, topic, error } = done;
+          const { routed, topic, error } = await this.#publishRouted(await store.reroute(row));
           if (error) {
             // The first parked event that fails becomes the new head; the rest stay parked behind it.
             await store.releaseFailed(client, row, formatError(error), failureBackoff(c, 1));

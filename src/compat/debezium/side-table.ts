@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { RESOLVABLE, sqlStatuses, UNHEALTHY } from '../../lifecycle/statuses.ts';
+import { withinBytes } from '../../lifecycle/transitions.ts';
 
 /**
  * Every statement on the Debezium preset's side table (`<table>_relay_failed`,
@@ -56,15 +57,15 @@ export async function claimDueSide(
   // As claimDueFailed (lifecycle/transitions.ts): up to `limit` locked, only those within
   // `maxBytes` of their columns read (the first always); the rest wait for the next round.
   const r = await db.query(
-    `WITH due AS (
-       SELECT wal_position, octet_length(columns::text) AS bytes FROM ${table}
+    `${withinBytes(
+      `SELECT wal_position, octet_length(columns::text) AS bytes FROM ${table}
         WHERE slot_name = $1 AND status = 'failed' AND next_attempt_at <= clock_timestamp()
-        ORDER BY wal_position LIMIT $2 FOR UPDATE SKIP LOCKED
-     ), taken AS (
-       SELECT wal_position, sum(bytes) OVER (ORDER BY wal_position) - bytes AS before FROM due
-     )
+        ORDER BY wal_position LIMIT $2 FOR UPDATE SKIP LOCKED`,
+      'wal_position',
+      '$3',
+    )}
      SELECT f.* FROM ${table} AS f JOIN taken USING (wal_position)
-      WHERE f.slot_name = $1 AND taken.before < $3
+      WHERE f.slot_name = $1 AND taken.in_budget
       ORDER BY f.wal_position`,
     [slot, limit, maxBytes],
   );
