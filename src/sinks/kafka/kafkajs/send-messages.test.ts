@@ -32,6 +32,10 @@ function fakeCluster(o: { partitions: number; dies: number; movesTo: number }) {
   let refreshed = false;
   let died = false;
   const offsets = new Map<number, number>();
+  let answeredOthers = () => {};
+  const othersAnswered = new Promise<void>((r) => {
+    answeredOthers = r;
+  });
   const broker = (nodeId: number) => ({
     nodeId,
     async produce({
@@ -42,9 +46,10 @@ function fakeCluster(o: { partitions: number; dies: number; movesTo: number }) {
         partitions: { partition: number; messages: Message[]; firstSequence: number }[];
       }[];
     }) {
-      // Answer after the other brokers (they reply at once), like a slow dying node.
-      await new Promise((r) => setTimeout(r, 5));
       if (nodeId === o.dies && !died) {
+        // A slow dying node: it fails only once every other broker of the first round has
+        // answered (awaited, not timed, so a busy machine cannot reorder it).
+        await othersAnswered;
         died = true;
         throw new KafkaJSConnectionError('Connection error: read ECONNRESET', {
           broker: `n${nodeId}`,
@@ -52,6 +57,7 @@ function fakeCluster(o: { partitions: number; dies: number; movesTo: number }) {
         });
       }
       if (nodeId === o.dies) throw new KafkaJSConnectionError('Connection error: connect ECONNREFUSED');
+      await null;
       sent.push({
         nodeId,
         partitions: topicData.flatMap(({ topic, partitions }) =>
@@ -63,7 +69,7 @@ function fakeCluster(o: { partitions: number; dies: number; movesTo: number }) {
           })),
         ),
       });
-      return {
+      const response = {
         topics: topicData.map(({ topic, partitions }) => ({
           topicName: topic,
           partitions: partitions.map((p) => {
@@ -79,6 +85,8 @@ function fakeCluster(o: { partitions: number; dies: number; movesTo: number }) {
           }),
         })),
       };
+      if (new Set(sent.map((s) => s.nodeId)).size >= 2) answeredOthers();
+      return response;
     },
   });
   const brokers = new Map([1, 2, 3].map((id) => [id, broker(id)]));
