@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { isRelayError } from '../errors.ts';
-import { type Config, loadConfig, redactUrl } from './load.ts';
+import { type Config, loadConfig, redactUrl, redactWebhookUrl } from './load.ts';
 import { type OptionKey, optionsFor } from './options.ts';
+import { maskSecret } from './print.ts';
 import { UsageError } from './usage-error.ts';
 
 const DB = 'postgres://relay:s3cret@db:5432/app';
@@ -316,6 +317,43 @@ describe('loadConfig', () => {
     expect(redactUrl('postgres://relay@db/app?sslpassword=x')).toBe(
       'postgres://relay@db/app?sslpassword=***',
     );
+  });
+
+  it("shows a webhook URL without the token its path or query may carry (Slack, Discord, Azure Functions' ?code=)", () => {
+    expect(
+      redactWebhookUrl('https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX'),
+    ).toBe('https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX');
+    expect(
+      redactWebhookUrl('https://hooks.slack.com/services/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'),
+    ).toBe('https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D4/***');
+    expect(
+      redactWebhookUrl('https://discord.com/api/webhooks/123456789012345678/aBcD-eFgH_1234567890abcdefGHIJ'),
+    ).toBe('https://discord.com/api/webhooks/123456789012345678/***'); // the id (digits only) is not the secret
+    expect(redactWebhookUrl('https://fn.azurewebsites.net/api/hook/{topic}?code=s3cretC0de&x')).toBe(
+      'https://fn.azurewebsites.net/api/hook/{topic}?code=***&***',
+    );
+    // Placeholders and ordinary words stay; a user-info part never shows.
+    expect(redactWebhookUrl('https://u:pw@hooks.example:8443/events/{aggregate_type}/{event_type}')).toBe(
+      'https://hooks.example:8443/events/{aggregate_type}/{event_type}',
+    );
+    expect(redactWebhookUrl('not a url')).toBe('(unparsable url)');
+    // config print shows --http-url so, not as given.
+    const spec = optionsFor('run').find((s) => s.key === 'httpUrl')!;
+    expect(maskSecret(spec, 'https://h.example/hook/a1b2c3d4e5f6a7b8c9d0?sig=abc')).toBe(
+      'https://h.example/hook/***?sig=***',
+    );
+    let message = '';
+    try {
+      loadConfig('run', ['--sink', 'http'], {
+        DATABASE_URL: DB,
+        WEBHOOK_URL: 'ftp://h.example/hook/a1b2c3d4e5f6a7b8c9d0',
+        WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
+      });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/is not an http:\/\/ or https:\/\/ URL/);
+    expect(message).not.toContain('a1b2c3d4e5f6a7b8c9d0');
   });
 
   it('refuses a Redis URL whose secret sits in the user part, without echoing it', () => {

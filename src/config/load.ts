@@ -505,7 +505,7 @@ function validateHttp(c: Config, fail: Check): void {
     u = new URL(url.replace(/\{[a-z_]+\}/g, 'x'));
   } catch {}
   if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:'))
-    throw fail('httpUrl', `${JSON.stringify(redactUrl(url))} is not an http:// or https:// URL`);
+    throw fail('httpUrl', `${JSON.stringify(redactWebhookUrl(url))} is not an http:// or https:// URL`);
   if (u.username || u.password)
     throw fail('httpUrl', 'must not hold credentials: receivers authenticate the relay by the signature');
   if (!c.httpSecret)
@@ -608,6 +608,40 @@ function validateOAuth(c: Config, need: Check, fail: Check): void {
         'is required with --kafka-oauth-token-url: set KAFKA_OAUTH_CLIENT_SECRET_FILE (or --kafka-oauth-client-secret-file) to a file holding it',
       );
   }
+}
+
+/**
+ * A webhook URL as logs, errors and pages may show it: scheme, host and port, and the path with
+ * every segment that looks like a credential replaced by *** (16 or more characters of letters
+ * and digits together, as Slack's, Discord's or Teams' webhook URLs carry their token), every
+ * query value replaced by *** (Azure Functions' `?code=`, `?sig=`), placeholders ({topic}) as
+ * written. Never the user-info part. The URL itself still goes to the receiver unchanged.
+ */
+export function redactWebhookUrl(url: string): string {
+  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)([^?#]*)(\?[^#]*)?/i.exec(url);
+  if (!m) return '(unparsable url)';
+  const authority = m[2]!.slice(m[2]!.lastIndexOf('@') + 1);
+  const path = m[3]!
+    .split('/')
+    .map((seg) => (looksLikeCredential(seg) ? '***' : seg))
+    .join('/');
+  const query = m[4]
+    ? `?${m[4]
+        .slice(1)
+        .split('&')
+        .map((kv) => (kv.includes('=') ? `${kv.slice(0, kv.indexOf('='))}=***` : kv ? '***' : kv))
+        .join('&')}`
+    : '';
+  return `${m[1]}${authority}${path}${query}`;
+}
+
+function looksLikeCredential(segment: string): boolean {
+  let s = segment;
+  try {
+    s = decodeURIComponent(segment);
+  } catch {}
+  if (/^\{[a-z_]+\}$/.test(s)) return false;
+  return s.length >= 16 && /[0-9]/.test(s) && /[A-Za-z]/.test(s);
 }
 
 /**

@@ -594,7 +594,7 @@ const TABLE = [
     env: 'WEBHOOK_URL',
     type: 'string',
     group: 'HTTP',
-    doc: 'Where each event is POSTed, http(s)://…; placeholders {topic}, {aggregate_type} and {event_type}, percent-encoded (https://hooks.example/{topic}). Required with --sink http. Redirects are not followed: a 3xx fails the event.',
+    doc: 'Where each event is POSTed, http(s)://…; placeholders {topic}, {aggregate_type} and {event_type}, percent-encoded (https://hooks.example/{topic}). Required with --sink http. Redirects are not followed: a 3xx fails the event. A token in its path (16+ letters and digits, as Slack or Discord URLs carry) or any query value shows as *** in logs, errors, `check` and `config print`.',
     commands: TOPICS,
   },
   {

@@ -1,9 +1,11 @@
-import { type Config, type Loaded, redactUrl } from './load.ts';
+import { type Config, type Loaded, redactUrl, redactWebhookUrl } from './load.ts';
 import type { OptionSpec } from './options.ts';
 
 /** A secret as it may be shown: a URL without its password, anything else as ***. */
 export function maskSecret(spec: OptionSpec, value: unknown): unknown {
-  if (!spec.secret || value === undefined || value === '') return value;
+  if (value === undefined || value === '') return value;
+  if (spec.key === 'httpUrl') return redactWebhookUrl(String(value));
+  if (!spec.secret) return value;
   return spec.key === 'databaseUrl' ? redactUrl(String(value)) : '***';
 }
 

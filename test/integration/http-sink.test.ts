@@ -5,6 +5,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { loadConfig } from '../../src/config/load.ts';
 import { silentLogger } from '../../src/observability/logger.ts';
@@ -295,6 +296,46 @@ describe('HTTP sink (webhooks)', () => {
     const r = seqReport(seen('hosttpl'), 3, 4);
     expect(r.missing).toEqual([]);
     expect(r.violations).toEqual([]);
+  });
+
+  it("a token in the webhook URL's path or query reaches the receiver, never the outbox's last_error or the logs", async () => {
+    const token = 'pQ9xR2sT8uV7wX6yZ5aB4cD3';
+    receiver.script('k1#1', { status: 400, body: 'no', sticky: true });
+    const lines: string[] = [];
+    const log = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
+    const config = testConfig(db, [
+      '--sink',
+      'http',
+      '--http-url',
+      `${receiver.url}/tok/${token}/{topic}?code=Zz${token}`,
+      '--http-secret-file',
+      join(dir, 'secrets'),
+      '--topic-template',
+      'tok.{aggregate_type}',
+      '--ordering',
+      'relaxed',
+      ...FAST,
+    ]);
+    relay = await startRelayInProcess(config, new HttpSink(config, log));
+    await waitFor(() => relay!.state === 'streaming', { timeoutMs: 60_000, message: 'relay streaming' });
+    const ids = await insertRounds('Tok', 2, 2);
+    await settled(ids);
+    const st = await statuses(ids);
+    const failed = [...st.values()].filter((r) => r.status === 'failed');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]!.last_error).toMatch(
+      /HTTP 400 from POST http:\/\/127\.0\.0\.1:\d+\/tok\/\*\*\*\/tok\.Tok: no/,
+    );
+    // Delivered to the URL as configured, token and query included.
+    expect(receiver.delivered.length).toBeGreaterThanOrEqual(3);
+    for (const d of receiver.delivered) expect(d.path).toBe(`/tok/${token}/tok.Tok?code=Zz${token}`);
+    expect(lines.some((l) => l.includes('webhook sink ready'))).toBe(true);
+    expect(lines.join('\n')).not.toContain(token);
+    const rows = await db.query<{ last_error: string | null }>(
+      'SELECT last_error FROM outbox WHERE id = ANY($1::bigint[])',
+      [ids],
+    );
+    expect(rows.map((r) => r.last_error ?? '').join('\n')).not.toContain(token);
   });
 
   it('sweeper: a retry the receiver took stays published while a later retry of the round meets 503 for good (no re-send each round)', async () => {

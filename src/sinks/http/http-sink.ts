@@ -1,7 +1,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent } from 'undici';
-import type { Config } from '../../config/load.ts';
+import { type Config, redactWebhookUrl } from '../../config/load.ts';
 import type { Classified } from '../../errors.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { sleep } from '../../retry/backoff.ts';
@@ -95,7 +95,7 @@ export class HttpSink implements Sink {
     });
     this.#log.info(
       {
-        url: this.#c.httpUrl!.replace(/\?.*$/, ''),
+        url: redactWebhookUrl(this.#c.httpUrl!),
         secrets: this.#keys.length,
         batchSize: this.#c.httpBatchSize,
         maxInFlight: this.#c.httpMaxInFlight,
@@ -214,7 +214,7 @@ export class HttpSink implements Sink {
         return;
       }
       const text = await bodyHead(res.body).catch(() => '');
-      const where = `POST ${r.target.origin}${new URL(r.target.url).pathname}`;
+      const where = `POST ${redactWebhookUrl(`${r.target.origin}${new URL(r.target.url).pathname}`)}`;
       const retryAfterMs =
         code === 'RETRYABLE_STATUS'
           ? parseRetryAfter(header(res.headers['retry-after']), Date.now())

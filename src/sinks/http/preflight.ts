@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent } from 'undici';
-import type { Config } from '../../config/load.ts';
+import { type Config, redactWebhookUrl } from '../../config/load.ts';
 import { ErrorCode, RelayError } from '../../errors.ts';
 import { requestFailure } from './http-errors.ts';
 
@@ -23,7 +23,7 @@ export async function probeWebhook(
   const origin = /^https?:\/\/[^/]*/.exec(template)?.[0] ?? '';
   if (origin.includes('{')) return null;
   const u = new URL(template.replace(/\{[a-z_]+\}/g, 'check'));
-  const shown = `${u.origin}${u.pathname}`;
+  const shown = redactWebhookUrl(`${u.origin}${u.pathname}`);
   const agent = new Agent({
     connect: {
       timeout: c.httpTimeoutMs,
@@ -62,7 +62,7 @@ export async function checkWebhook(
   const p = await probeWebhook(c);
   if (p === null) {
     log.warn(
-      { url: c.httpUrl },
+      { url: redactWebhookUrl(c.httpUrl!) },
       'the receiver host depends on the event (a placeholder in the host of --http-url): not probed',
     );
     return;
