@@ -163,9 +163,17 @@ export class Sweeper {
   async sweepOnce(signal: AbortSignal = new AbortController().signal): Promise<void> {
     await this.#maintain(signal);
     if (signal.aborted) return;
-    const released = await this.#retryDue(signal);
-    if (signal.aborted) return;
-    await this.#releaseParked(released, signal);
+    try {
+      const released = await this.#retryDue(signal);
+      if (signal.aborted) return;
+      await this.#releaseParked(released, signal);
+    } catch (e) {
+      // A round the broker stopped still counts what the outbox holds: the failed and pending
+      // gauges are read most during an outage, and must not freeze at its start.
+      if (e instanceof TransientDuringSweep && !signal.aborted)
+        await this.#step('status gauges', () => this.#refreshGauges());
+      throw e;
+    }
     if (signal.aborted) return;
     await this.#reconcileBlocked();
     if (signal.aborted) return;

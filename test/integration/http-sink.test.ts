@@ -403,6 +403,54 @@ describe('HTTP sink (webhooks)', () => {
     expect(receiver.delivered.filter((d) => d.path.startsWith('/hol/hol.Up'))).toHaveLength(1);
   });
 
+  it('sweeper: while three receivers answer 503 (the round stops), the status gauges still count a new failed event', async () => {
+    // Three destinations' events refused (400) until recorded failed, then 503 at every retry: a
+    // third refusing destination stops each round before its end.
+    for (const k of ['k0#0', 'k1#0', 'k2#0'])
+      receiver.script(k, { status: 400, body: 'not yet', sticky: true });
+    const r = await startRelay('gauge', SWEEP_FAST);
+    const failedGauge = async () =>
+      (await r.metrics.failures.events.get()).values.find((v) => v.labels.status === 'failed')?.value;
+    const downs = await Promise.all(
+      ['A', 'B', 'C'].map(
+        async (t, k) =>
+          (
+            await insertEvents(db.pool, [
+              {
+                aggregateType: t,
+                aggregateId: `k${k}`,
+                eventType: 'Tick',
+                payload: JSON.stringify({ seq: 0 }),
+              },
+            ])
+          )[0]!,
+      ),
+    );
+    await waitFor(async () => [...(await statuses(downs)).values()].every((x) => x.status === 'failed'), {
+      timeoutMs: 30_000,
+      message: 'three recorded failed',
+    });
+    for (const k of ['k0#0', 'k1#0', 'k2#0']) receiver.script(k, { status: 503, sticky: true });
+    await waitFor(() => receiver.attemptsOf('k2#0').some((a) => a.status === 503), {
+      timeoutMs: 30_000,
+      message: 'the rounds meeting three refusing receivers',
+    });
+    // A fourth event, refused for good by the stream while the rounds keep stopping.
+    receiver.script('k3#0', { status: 400, body: 'no', sticky: true });
+    const [fourth] = await insertEvents(db.pool, [
+      { aggregateType: 'D', aggregateId: 'k3', eventType: 'Tick', payload: JSON.stringify({ seq: 0 }) },
+    ]);
+    await waitFor(async () => (await statuses([fourth!])).get(fourth!)!.status === 'failed', {
+      timeoutMs: 30_000,
+      message: 'the fourth recorded failed',
+    });
+    await waitFor(async () => (await failedGauge()) === 4, {
+      timeoutMs: 30_000,
+      message: 'outbox_events{status="failed"} counting 4 while the rounds stop',
+    });
+    expect(receiver.attemptsOf('k0#0').filter((a) => a.status === 503).length).toBeGreaterThan(0);
+  });
+
   it('the receiver killed mid-stream and restarted: nothing confirmed while it is down, 0 lost, key order kept (duplicates counted)', async () => {
     const r = await startRelay('kill');
     const load = backgroundInserts('Killed', 8);
