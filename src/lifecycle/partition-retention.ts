@@ -33,7 +33,8 @@ export interface DroppedPartitions {
  * tuples, no vacuum). A partition is dropped when its upper bound is older than
  * --retention-published-ms and every row in it is settled, as row retention decides
  * (retention.ts): published (per the row, or 'pending' and covered by a slot's progress record)
- * or discarded; 'dead' only when --retention-dead-ms is set and the partition is older than it.
+ * or discarded; 'dead' only when --retention-dead-ms is set and the partition is older than it,
+ * and never a dead row parked followers of its aggregate wait behind.
  * A 'pending' row no record covers, a 'failed' or a 'parked' one holds its partition until the
  * stream, the sweeper or an operator settles it — whatever its age. Rows are never deleted one by
  * one in a partitioned outbox: the partition straddling the window's edge would be, every round.
@@ -62,7 +63,7 @@ export async function dropSettledPartitions(
   for (const p of agedPartitions(partitioning.partitions, cutoff)) {
     if (signal.aborted) break;
     const deadSettled = deadCutoff !== null && p.to!.getTime() <= deadCutoff.getTime();
-    const counts = await countByStatus(client, p, d.progress);
+    const counts = await countByStatus(client, p, d);
     const unsettled = Object.entries(counts).filter(([s]) => !settled(s, deadSettled));
     if (unsettled.length) {
       out.held.push(p.name);
@@ -94,16 +95,32 @@ function settled(status: string, deadSettled: boolean): boolean {
   return (PRUNABLE as readonly string[]).includes(status) || (status === 'dead' && deadSettled);
 }
 
+/**
+ * A dead row of `alias` that parked followers of its aggregate wait behind (strict ordering), in
+ * any partition: it holds its partition whatever --retention-dead-ms says — dropped, it would let
+ * them go out past it (row retention keeps it too, retention.ts).
+ */
+function deadHeadSql(root: string, alias: string): string {
+  return `${alias}.status = 'dead' AND EXISTS (SELECT 1 FROM ${root} AS f WHERE f.status = 'parked'
+            AND f.aggregate_type = ${alias}.aggregate_type AND f.aggregate_id = ${alias}.aggregate_id
+            AND f.id > ${alias}.id)`;
+}
+
+/** The label of such a row in the held partition's log line (never settled). */
+const DEAD_HEAD = 'dead (parked followers wait behind it)';
+
 /** The partition's rows by truthful status ('published' for 'pending' rows a progress record covers). */
 async function countByStatus(
   client: pg.ClientBase,
   p: PartitionInfo,
-  progress: string,
+  d: Pick<PartitionRetentionDeps, 'table' | 'progress'>,
 ): Promise<Record<string, number>> {
   const r = await client.query<{ status: string; n: string }>(
-    `SELECT CASE WHEN status = 'pending' AND ${publishedSql(progress)} @> id THEN 'published' ELSE status END AS status,
+    `SELECT CASE WHEN o.status = 'pending' AND ${publishedSql(d.progress)} @> o.id THEN 'published'
+                 WHEN ${deadHeadSql(d.table, 'o')} THEN '${DEAD_HEAD}'
+                 ELSE o.status END AS status,
             count(*)::text AS n
-       FROM ${p.qualified} GROUP BY 1`,
+       FROM ${p.qualified} AS o GROUP BY 1`,
   );
   return Object.fromEntries(r.rows.map((x) => [x.status, Number(x.n)]));
 }
@@ -130,6 +147,7 @@ export async function dropIfSettled(
             gaps AS (SELECT g FROM b, unnest(int8multirange(int8range(b.lo, b.hi, '[]')) - ${publishedSql(d.progress)}) AS g
                       WHERE b.lo IS NOT NULL)
        SELECT EXISTS (SELECT 1 FROM ${p.qualified} WHERE status IN ${blocking})
+           OR EXISTS (SELECT 1 FROM ${p.qualified} AS o WHERE ${deadHeadSql(d.table, 'o')})
            OR EXISTS (SELECT 1 FROM gaps, LATERAL (SELECT 1 FROM ${p.qualified} AS o
                                                     WHERE o.id >= lower(g) AND o.id < upper(g) AND o.status = 'pending'
                                                     LIMIT 1) AS x) AS held`,

@@ -472,10 +472,46 @@ describe.each(VERSIONS)('retention of a partitioned outbox on PostgreSQL %s', (v
     expect(second?.partitions).toEqual({ dropped: [nameOf(11), nameOf(10)], held: [nameOf(9), nameOf(8)] });
     expect(await rows()).toEqual({ d9: 2, d8: 2 });
 
+    // A dead head whose parked follower sits in a newer partition holds its own (strict order:
+    // dropped, it would let the follower go out past it), even with --retention-dead-ms.
+    const follower = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, created_at, status)
+         VALUES ('R', 'd8', 'E', NULL, $1, 'parked') RETURNING id::text`,
+        [new Date(day(7).getTime() + 3600_000)],
+      )
+    ).rows[0]!.id;
+    const headHeld = await retention(5 * DAY).pruneOnce();
+    expect(headHeld?.partitions).toEqual({ dropped: [], held: [nameOf(9), nameOf(8)] });
+    const c8 = await pool.connect();
+    try {
+      const p8 = (await readPartitioning(c8, '"public"."outbox"'))!.partitions.find(
+        (p) => p.name === nameOf(8),
+      )!;
+      expect(
+        await dropIfSettled(
+          c8,
+          p8,
+          {
+            table: '"public"."outbox"',
+            progress: '"public"."outbox_relay_progress"',
+            publishedRetentionMs: 7 * DAY,
+            metrics,
+            log: pino({ level: 'silent' }),
+          },
+          true,
+        ),
+      ).toBe(false);
+    } finally {
+      c8.release();
+    }
+    await pool.query(`UPDATE outbox SET status = 'discarded' WHERE id = $1`, [follower]);
+
     // Dead rows go with --retention-dead-ms only; the parked one holds its partition still.
     const third = await retention(5 * DAY).pruneOnce();
     expect(third?.partitions).toEqual({ dropped: [nameOf(8)], held: [nameOf(9)] });
-    expect(await rows()).toEqual({ d9: 2 });
+    expect(await rows()).toEqual({ d9: 2, d8: 1 });
+    await pool.query(`DELETE FROM outbox WHERE id = $1`, [follower]);
 
     // The check under the root's lock, right before DROP (a row that changed after the unlocked
     // count): a 'pending' row no record covers and a dead row (no dead window) each keep it.
