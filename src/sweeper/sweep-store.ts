@@ -58,4 +58,14 @@ export interface SweepStore<R extends SweepRow = SweepRow> {
   heldAll(): Promise<[string, string][]>;
   /** Failed, dead and parked rows by status: how many, and the oldest's age in seconds. */
   unhealthyCounts(): Promise<Map<string, { n: string; oldest: string | null }>>;
+  /**
+   * A side table's retention (the outbox table's is lifecycle/retention.ts): deletes at most
+   * `limit` settled rows past their window — published and discarded after `publishedMs`, dead
+   * after `deadMs` when set, never a dead row that parked rows of its aggregate wait behind.
+   * Returns the deleted rows by status. Absent where `outboxTable` is set.
+   */
+  pruneSettled?(
+    window: { publishedMs: number; deadMs?: number },
+    limit: number,
+  ): Promise<Record<string, number>>;
 }

@@ -202,6 +202,28 @@ export class Sweeper {
       this.#lastPartitions = Date.now();
       await this.#step('partitions', () => this.#premakePartitions());
     }
+    const pruneSide = this.#d.store.pruneSettled;
+    if (
+      !this.#retention &&
+      pruneSide &&
+      c.prune &&
+      !signal.aborted &&
+      Date.now() - this.#lastPrune >= c.pruneIntervalMs
+    ) {
+      this.#lastPrune = Date.now();
+      await this.#step('retention', async () => {
+        const window = {
+          publishedMs: c.retentionPublishedMs,
+          ...(c.retentionDeadMs === undefined ? {} : { deadMs: c.retentionDeadMs }),
+        };
+        const deleted = await pruneSide.call(this.#d.store, window, c.pruneBatchSize);
+        for (const [status, n] of Object.entries(deleted)) this.#d.metrics.pruned.inc({ status }, n);
+        const total = Object.values(deleted).reduce((a, b) => a + b, 0);
+        if (total > 0) this.#d.log.info({ deleted }, 'retention: pruned the side table');
+        // A full batch: more may be due, at the next round rather than a prune interval later.
+        if (total >= c.pruneBatchSize) this.#lastPrune = 0;
+      });
+    }
     const retention = this.#retention;
     if (retention && c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
       this.#lastPrune = Date.now();
@@ -248,7 +270,7 @@ export class Sweeper {
           code !== SqlState.INSUFFICIENT_PRIVILEGE
             ? ''
             : name === 'retention'
-              ? " (grant the relay DELETE on the outbox table, or turn pruning off with --no-prune; a partitioned outbox: the relay's role must own it to drop partitions)"
+              ? " (grant the relay DELETE on the table it prunes — the outbox table, or with --compat debezium its _relay_failed side table — or turn pruning off with --no-prune; a partitioned outbox: the relay's role must own it to drop partitions)"
               : name === 'partitions'
                 ? " (creating a partition needs the partitioned table's owner: GRANT <owner role> TO <relay role>, or run `outbox-relay migrate` on a schedule; docs/outbox-table.md#partitioning)"
                 : '';

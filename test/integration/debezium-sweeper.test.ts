@@ -161,3 +161,53 @@ it('a side-table row whose columns an operator broke fails alone (ROW_INVALID); 
   expect(o.last_error).toMatch(/ROW_INVALID.*hold "payload" as an object, not a text/);
   expect((await kafka.readAll('outbox.event.Later')).map((m) => m.key?.toString())).toEqual(['l-3']);
 });
+
+it('prunes the side table: dead and published rows past their window go, a dead head its parked event waits behind stays until discarded', async () => {
+  await startRelay([
+    '--max-attempts',
+    '2',
+    '--retention-published-ms',
+    '0',
+    '--retention-dead-ms',
+    '0',
+    '--prune-interval-ms',
+    '100',
+  ]);
+  const [dead, head, follower, probe] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+  // Refused for good (no such topic yet): kept in the side table; the follower parked behind g-1.
+  await insertThenDelete(db!, [
+    [dead, 'Gone', 'd-1'],
+    [head, 'Gone', 'g-1'],
+    [follower, 'Gone', 'g-1'],
+  ]);
+  await waitFor(async () => (await sideRow(head))?.status === 'dead', {
+    timeoutMs: 30_000,
+    message: 'the head dead (and not pruned: its follower waits behind it)',
+  });
+  expect((await sideRow(follower))?.status).toBe('parked');
+  // A probe that dies after the head: once it is pruned, a prune round has seen the head dead.
+  await insertThenDelete(db!, [[probe, 'Gone', 'p-1']]);
+  const prunedDead = async () =>
+    (await relay!.metrics.pruned.get()).values.find((v) => v.labels.status === 'dead')?.value ?? 0;
+  await waitFor(async () => (await prunedDead()) === 2, {
+    timeoutMs: 30_000,
+    message: 'the two dead rows without followers (d-1, the probe) pruned from the side table',
+  });
+  expect(await sideRow(dead)).toBeUndefined();
+  expect(await sideRow(probe)).toBeUndefined();
+  expect((await sideRow(head))?.status).toBe('dead');
+  expect((await sideRow(follower))?.status).toBe('parked');
+  // The topic made and the head discarded by an operator: the follower is released (published),
+  // and both go at the next prunes.
+  await kafka.createTopic('outbox.event.Gone', 1);
+  await db!.query(`UPDATE outbox_relay_failed SET status = 'discarded' WHERE columns ->> 'id' = $1`, [head]);
+  await waitFor(async () => !(await sideRow(head)) && !(await sideRow(follower)), {
+    timeoutMs: 30_000,
+    message: 'the discarded head and its published follower pruned',
+  });
+  expect((await kafka.readAll('outbox.event.Gone')).map((m) => m.key?.toString())).toEqual(['g-1']);
+  const pruned = Object.fromEntries(
+    (await relay!.metrics.pruned.get()).values.map((v) => [v.labels.status, v.value]),
+  );
+  expect(pruned).toEqual({ dead: 2, discarded: 1, published: 1 });
+});

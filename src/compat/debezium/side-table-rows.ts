@@ -12,6 +12,7 @@ import {
   claimDueSide,
   claimSideParked,
   heldSideAggregates,
+  pruneSideSettled,
   releasableSideAggregates,
   type SideRow,
   settleSideRow,
@@ -110,6 +111,9 @@ export class SideTableRows implements SweepStore<Row> {
     });
   retryDead: SweepStore<Row>['retryDead'] = (client, row, attempts, error) =>
     settleSideRow(client, this.#table, this.#slot, row.walPosition, { status: 'dead', attempts, error });
+
+  pruneSettled: NonNullable<SweepStore<Row>['pruneSettled']> = (window, limit) =>
+    pruneSideSettled(this.db, this.#table, this.#slot, this.#columns, window, limit);
 
   releasable(): Promise<[string, string][]> {
     return releasableSideAggregates(this.db, this.#table, this.#slot, this.#columns);

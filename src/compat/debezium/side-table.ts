@@ -206,6 +206,42 @@ export async function discardSideRows(
   return r.rowCount ?? 0;
 }
 
+/**
+ * Retention of the side table (SweepStore.pruneSettled): at most `limit` of the slot's settled
+ * rows past their window — published (published_at) and discarded (created_at) after
+ * `publishedMs`; dead (created_at) after `deadMs` when set, unless parked rows of its aggregate
+ * come after it (they wait for it to be resent or discarded). Deleted rows by status.
+ */
+export async function pruneSideSettled(
+  db: Db,
+  table: string,
+  slot: string,
+  columns: { routeBy: string; key: string | null },
+  window: { publishedMs: number; deadMs?: number },
+  limit: number,
+): Promise<Record<string, number>> {
+  const r = await db.query<{ status: string; n: string }>(
+    `WITH gone AS (
+       DELETE FROM ${table} WHERE (slot_name, wal_position) IN (
+         SELECT o.slot_name, o.wal_position FROM ${table} AS o
+          WHERE o.slot_name = $1
+            AND ((o.status IN ('published', 'discarded')
+                  AND COALESCE(o.published_at, o.created_at) < now() - $2::bigint * interval '1 millisecond')
+              OR ($3::bigint IS NOT NULL AND o.status = 'dead'
+                  AND o.created_at < now() - $3::bigint * interval '1 millisecond'
+                  AND NOT EXISTS (SELECT 1 FROM ${table} AS f
+                                   WHERE f.slot_name = o.slot_name AND f.status = 'parked'
+                                     AND f.wal_position > o.wal_position
+                                     AND f.columns ->> $4 IS NOT DISTINCT FROM o.columns ->> $4
+                                     AND f.columns ->> $5::text IS NOT DISTINCT FROM o.columns ->> $5::text)))
+          LIMIT $6)
+       RETURNING status)
+     SELECT status, count(*)::text AS n FROM gone GROUP BY status`,
+    [slot, window.publishedMs, window.deadMs ?? null, columns.routeBy, columns.key, limit],
+  );
+  return Object.fromEntries(r.rows.map((x) => [x.status, Number(x.n)]));
+}
+
 /** The relay's gauges (outbox_events{status}): failed, dead and parked rows of the slot, with ages. */
 export async function sideUnhealthyCounts(
   db: pg.Pool | pg.ClientBase,
