@@ -44,8 +44,9 @@ export interface SlotState {
  *
  * Privileges are checked for the connecting role, as the relay uses them: REPLICATION, USAGE on
  * the schema, SELECT/UPDATE (and DELETE unless prune is false) on the outbox table, SELECT/
- * UPDATE on its relay-state table (INSERT too when `migrate` has not inserted the slot's row).
- * All missing grants are reported at once.
+ * UPDATE on its relay-state table (INSERT too when `migrate` has not inserted the slot's row),
+ * and what a preset's side tables need (ApplicationTable.sideTables: the Debezium preset's failed
+ * events). All missing grants are reported at once.
  */
 export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Promise<void> {
   const wal = await db.query<{ wal_level: string }>('SHOW wal_level');
@@ -109,21 +110,36 @@ export async function checkDatabase(db: pg.ClientBase, t: PreflightTarget): Prom
       `table ${t.schema}.${progressName} (the slot's progress record, which says which events are published) does not exist`,
     );
   }
+  // A preset's other tables (the Debezium preset's failed events): made by its migrations.
+  const sides: [string, string[]][] = [];
+  for (const side of t.applicationTable?.sideTables ?? []) {
+    const name = `${t.table}${side.suffix}`;
+    const lacking = await tablePrivileges(db, t.schema, name, side.privileges(t.prune));
+    if (!lacking) {
+      throw new RelayError(
+        ErrorCode.RELAY_STATE_MISSING,
+        `table ${t.schema}.${name} (${side.holds}) does not exist: run \`outbox-relay migrate\` with the same options`,
+      );
+    }
+    sides.push([name, lacking]);
+  }
   const grants: string[] = [];
   const missing: string[] = [];
   for (const [name, lacking] of [
-    [t.table, outbox],
-    [stateTable, state],
-    [progressName, progress],
-  ] as const) {
+    [t.table, outbox] as const,
+    [stateTable, state] as const,
+    [progressName, progress] as const,
+    ...sides,
+  ]) {
     if (!lacking.length) continue;
     missing.push(`${lacking.join(', ')} on ${t.schema}.${name}`);
     grants.push(grantOn(lacking, sqlName(t.schema, name), roleName));
   }
   if (missing.length) {
-    const why = outbox.includes('DELETE')
-      ? ' (DELETE is for retention pruning: not needed with --no-prune)'
-      : '';
+    const why =
+      outbox.includes('DELETE') || sides.some(([, lacking]) => lacking.includes('DELETE'))
+        ? ' (DELETE is for retention pruning: not needed with --no-prune)'
+        : '';
     throw new RelayError(
       ErrorCode.INSUFFICIENT_PRIVILEGE,
       `role ${roleName} lacks ${missing.join(' and ')}${why}`,

@@ -232,7 +232,7 @@ describe('a progress table without the timeline column (migrated before migratio
  * accepted. The same database checked as the outbox table is refused for both.
  */
 describe("check --compat debezium: the application's table", () => {
-  it('SELECT alone and a publication of updates and deletes pass; as the outbox table they do not', async () => {
+  it('SELECT alone (and its side table of failed events) and a publication of updates and deletes pass; as the outbox table they do not', async () => {
     const own = await createTestDatabase({ name: 'dbzpre' });
     const slot = `${own.name}_s`.slice(0, 63);
     const role = `dbzro_${own.name}`.slice(0, 60);
@@ -252,6 +252,22 @@ describe("check --compat debezium: the application's table", () => {
         `GRANT SELECT, UPDATE ON public.outbox_relay_state, public.outbox_relay_progress TO ${role}`,
       );
       const as = ['--database-url', withUser(own.url, role), '--slot', slot];
+      // The side table of failed events: the stream inserts, the sweeper updates, retention deletes.
+      const noSide = spawnCli(['check', ...as, '--compat', 'debezium']);
+      expect(await noSide.exited).toBe(EXIT.CONFIG);
+      expect(noSide.logs()).toContain(
+        `lacks SELECT, INSERT, UPDATE, DELETE on public.outbox_relay_failed (DELETE is for retention pruning: not needed with --no-prune)`,
+      );
+      expect(noSide.logs()).toContain(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON public.outbox_relay_failed TO ${role};`,
+      );
+      await own.query(`GRANT SELECT, INSERT, UPDATE ON public.outbox_relay_failed TO ${role}`);
+      const noPrune = spawnCli(['check', ...as, '--compat', 'debezium', '--no-prune']);
+      expect(await noPrune.exited, noPrune.logs()).toBe(EXIT.OK);
+      const noDelete = spawnCli(['check', ...as, '--compat', 'debezium']);
+      expect(await noDelete.exited).toBe(EXIT.CONFIG);
+      expect(noDelete.logs()).toContain('lacks DELETE on public.outbox_relay_failed');
+      await own.query(`GRANT DELETE ON public.outbox_relay_failed TO ${role}`);
       const dbz = spawnCli(['check', ...as, '--compat', 'debezium']);
       expect(await dbz.exited, dbz.logs()).toBe(EXIT.OK);
       expect(dbz.logs()).toMatch(/preflight passed/);

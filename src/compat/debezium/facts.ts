@@ -10,6 +10,15 @@ export const DEBEZIUM_TABLE: ApplicationTable = {
       "--partitioned creates the relay's own outbox table; with --compat debezium the table is the application's",
     fix: "partition the application's table yourself, then run migrate without --partitioned (docs/outbox-table.md#partitioning)",
   },
+  sideTables: [
+    {
+      suffix: '_relay_failed',
+      holds: 'the events that could not be published',
+      // The stream inserts a failed event; the sweeper updates it; retention deletes it (--prune).
+      privileges: (prune) =>
+        prune === false ? ['SELECT', 'INSERT', 'UPDATE'] : ['SELECT', 'INSERT', 'UPDATE', 'DELETE'],
+    },
+  ],
 };
 
 /** What the core asks of the Debezium preset (--compat debezium) before any of it runs. */
