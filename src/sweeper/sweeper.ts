@@ -99,8 +99,11 @@ export class Sweeper {
   #countsScheduled = false;
   readonly #slotWatch: SlotWatch;
   readonly #failoverWatch: FailoverWatch;
-  /** The outbox table's retention; none for a side table. */
-  readonly #retention: Retention | null;
+  /**
+   * One pruning round of the table the sweeper works on — the outbox table's (Retention), or the
+   * store's own (a side table: SweepStore.pruneSettled) — true when more is due; null: none.
+   */
+  readonly #prune: ((signal: AbortSignal) => Promise<boolean>) | null;
   #lastSlotCheck = 0;
   #lastPrune = 0;
   #lastPartitions = 0;
@@ -130,20 +133,43 @@ export class Sweeper {
       metrics: deps.metrics.slot,
       log: deps.log,
     });
-    const outbox = deps.store.outboxTable;
-    this.#retention = outbox
-      ? new Retention({
-          db: deps.store.db,
-          table: outbox.table,
-          tableName: `${c.schema}.${c.table}`,
-          progress: outbox.progress,
-          publishedRetentionMs: c.retentionPublishedMs,
-          ...(c.retentionDeadMs === undefined ? {} : { deadRetentionMs: c.retentionDeadMs }),
-          batchSize: c.pruneBatchSize,
-          metrics: deps.metrics,
-          log: deps.log,
-        })
-      : null;
+    this.#prune = this.#pruneOf(deps);
+  }
+
+  #pruneOf({
+    store,
+    config: c,
+    metrics,
+    log,
+  }: SweeperDeps): ((signal: AbortSignal) => Promise<boolean>) | null {
+    const outbox = store.outboxTable;
+    if (outbox) {
+      const retention = new Retention({
+        db: store.db,
+        table: outbox.table,
+        tableName: `${c.schema}.${c.table}`,
+        progress: outbox.progress,
+        publishedRetentionMs: c.retentionPublishedMs,
+        ...(c.retentionDeadMs === undefined ? {} : { deadRetentionMs: c.retentionDeadMs }),
+        batchSize: c.pruneBatchSize,
+        metrics,
+        log,
+      });
+      return async (signal) => (await retention.pruneOnce(signal))?.more ?? false;
+    }
+    const pruneSettled = store.pruneSettled;
+    if (!pruneSettled) return null;
+    const window = {
+      publishedMs: c.retentionPublishedMs,
+      ...(c.retentionDeadMs === undefined ? {} : { deadMs: c.retentionDeadMs }),
+    };
+    return async () => {
+      const deleted = await pruneSettled.call(store, window, c.pruneBatchSize);
+      for (const [status, n] of Object.entries(deleted)) metrics.pruned.inc({ status }, n);
+      const total = Object.values(deleted).reduce((a, b) => a + b, 0);
+      if (total > 0) log.info({ deleted }, 'retention: pruned the side table');
+      return total >= c.pruneBatchSize; // a full batch: more may be due
+    };
   }
 
   start(): void {
@@ -202,34 +228,12 @@ export class Sweeper {
       this.#lastPartitions = Date.now();
       await this.#step('partitions', () => this.#premakePartitions());
     }
-    const pruneSide = this.#d.store.pruneSettled;
-    if (
-      !this.#retention &&
-      pruneSide &&
-      c.prune &&
-      !signal.aborted &&
-      Date.now() - this.#lastPrune >= c.pruneIntervalMs
-    ) {
-      this.#lastPrune = Date.now();
-      await this.#step('retention', async () => {
-        const window = {
-          publishedMs: c.retentionPublishedMs,
-          ...(c.retentionDeadMs === undefined ? {} : { deadMs: c.retentionDeadMs }),
-        };
-        const deleted = await pruneSide.call(this.#d.store, window, c.pruneBatchSize);
-        for (const [status, n] of Object.entries(deleted)) this.#d.metrics.pruned.inc({ status }, n);
-        const total = Object.values(deleted).reduce((a, b) => a + b, 0);
-        if (total > 0) this.#d.log.info({ deleted }, 'retention: pruned the side table');
-        // A full batch: more may be due, at the next round rather than a prune interval later.
-        if (total >= c.pruneBatchSize) this.#lastPrune = 0;
-      });
-    }
-    const retention = this.#retention;
-    if (retention && c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
+    const prune = this.#prune;
+    if (prune && c.prune && !signal.aborted && Date.now() - this.#lastPrune >= c.pruneIntervalMs) {
       this.#lastPrune = Date.now();
       await this.#step('retention', async () => {
         // A round cut short (a large backlog) continues at the next sweep, between retries.
-        if ((await retention.pruneOnce(signal))?.more) this.#lastPrune = 0;
+        if (await prune(signal)) this.#lastPrune = 0;
       });
     }
   }

@@ -75,6 +75,7 @@ async function startRelay(
   path: string,
   extra: string[] = [],
   url = `${receiver.url}/${path}/{topic}`,
+  log = silentLogger(),
 ): Promise<Relay> {
   const config = testConfig(db, [
     '--sink',
@@ -88,7 +89,7 @@ async function startRelay(
     ...FAST,
     ...extra,
   ]);
-  relay = await startRelayInProcess(config, new HttpSink(config, silentLogger()));
+  relay = await startRelayInProcess(config, new HttpSink(config, log));
   await waitFor(() => relay!.state === 'streaming', { timeoutMs: 60_000, message: 'relay streaming' });
   return relay;
 }
@@ -303,21 +304,12 @@ describe('HTTP sink (webhooks)', () => {
     receiver.script('k1#1', { status: 400, body: 'no', sticky: true });
     const lines: string[] = [];
     const log = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
-    const config = testConfig(db, [
-      '--sink',
-      'http',
-      '--http-url',
+    await startRelay(
+      'tok',
+      ['--ordering', 'relaxed'],
       `${receiver.url}/tok/${token}/{topic}?code=Zz${token}`,
-      '--http-secret-file',
-      join(dir, 'secrets'),
-      '--topic-template',
-      'tok.{aggregate_type}',
-      '--ordering',
-      'relaxed',
-      ...FAST,
-    ]);
-    relay = await startRelayInProcess(config, new HttpSink(config, log));
-    await waitFor(() => relay!.state === 'streaming', { timeoutMs: 60_000, message: 'relay streaming' });
+      log,
+    );
     const ids = await insertRounds('Tok', 2, 2);
     await settled(ids);
     const st = await statuses(ids);

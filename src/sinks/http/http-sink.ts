@@ -30,6 +30,8 @@ interface Target {
   url: string;
   origin: string;
   path: string;
+  /** As errors show it: the origin and path, a token in them as *** (redactWebhookUrl). */
+  shown: string;
 }
 
 /** One request: an event (--http-batch-size 1) or up to --http-batch-size events for one URL. */
@@ -160,7 +162,12 @@ export class HttpSink implements Sink {
           `${HTTP_SINK_CODES.INVALID_EVENT.meaning}: the host of --http-url, ${JSON.stringify(hostOf(this.#c.httpUrl!))}, is ${JSON.stringify(hostOf(url))} for this event, not a valid host (a placeholder there takes the row's value, which must then be a host name's letters, digits, '-' and '.'). Fix the row's value and resend it, or move the placeholder into the path`,
         );
       }
-      t = { url, origin: u.origin, path: `${u.pathname}${u.search}` };
+      t = {
+        url,
+        origin: u.origin,
+        path: `${u.pathname}${u.search}`,
+        shown: redactWebhookUrl(`${u.origin}${u.pathname}`),
+      };
       if (this.#targets.size >= 10_000) this.#targets = new Map();
       this.#targets.set(url, t);
     }
@@ -214,7 +221,7 @@ export class HttpSink implements Sink {
         return;
       }
       const text = await bodyHead(res.body).catch(() => '');
-      const where = `POST ${redactWebhookUrl(`${r.target.origin}${new URL(r.target.url).pathname}`)}`;
+      const where = `POST ${r.target.shown}`;
       const retryAfterMs =
         code === 'RETRYABLE_STATUS'
           ? parseRetryAfter(header(res.headers['retry-after']), Date.now())
