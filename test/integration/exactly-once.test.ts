@@ -3,12 +3,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import { decodeProgress } from '../../src/sinks/kafka/kafka-progress.ts';
 import {
   dropRelaySessions,
   EosRelays,
   instanceOf,
+  kafkaTransactions,
   keepWriting,
   resumeZombie,
   rng,
@@ -24,7 +24,6 @@ import {
   migrateDb,
   orderViolations,
   type RelayProcess,
-  ROOT,
   slotOf,
 } from '../support/relay.ts';
 
@@ -55,17 +54,6 @@ afterAll(async () => {
 
 function eos(extra: string[] = [], target: KafkaHarness = kafka): RelayProcess {
   return relays.spawn(target, extra);
-}
-
-/** Kafka's own admin client (kafka-transactions.sh's describe / abort): test/support/java/Transactions.java. */
-async function kafkaTransactions(args: string[]): Promise<{ status: number | null; out: string }> {
-  const libs = await ensureKafkaJars(kafkaVersionFromEnv());
-  const r = spawnSync(
-    javaBinary(),
-    ['-cp', join(libs, '*'), join(ROOT, 'test/support/java/Transactions.java'), ...args],
-    { encoding: 'utf8', timeout: 120_000 },
-  );
-  return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim() };
 }
 
 const write = (events: number, aggregates: number, nextSeq: number[], seed: number, prefix?: string) =>

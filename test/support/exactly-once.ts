@@ -3,9 +3,12 @@
  * --delivery exactly-once, a zombie's takeover and resume, a seeded writer of keyed events, and
  * the wait for every row to settle.
  */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import type { KafkaHarness } from './kafka.ts';
 import { type TestDatabase, waitFor } from './postgres.ts';
-import { type EventRow, insertEvents, type RelayProcess, spawnRelay } from './relay.ts';
+import { type EventRow, insertEvents, type RelayProcess, ROOT, spawnRelay } from './relay.ts';
 
 /** EOS_TEST_DELIVERY=at-least-once runs the same faults without transactions (the duplicates they remove). */
 export const DELIVERY = process.env.EOS_TEST_DELIVERY ?? 'exactly-once';
@@ -161,4 +164,15 @@ export async function settled(db: TestDatabase): Promise<void> {
     progress: pending,
     capMs: 600_000,
   });
+}
+
+/** Kafka's own admin client (kafka-transactions.sh's describe / abort): test/support/java/Transactions.java. */
+export async function kafkaTransactions(args: string[]): Promise<{ status: number | null; out: string }> {
+  const libs = await ensureKafkaJars(kafkaVersionFromEnv());
+  const r = spawnSync(
+    javaBinary(),
+    ['-cp', join(libs, '*'), join(ROOT, 'test/support/java/Transactions.java'), ...args],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+  return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim() };
 }

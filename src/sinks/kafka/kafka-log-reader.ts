@@ -204,6 +204,36 @@ export class TopicLog {
     return bounds;
   }
 
+  /**
+   * Whether the record at `offset` is committed: first waits until every transaction up to it is
+   * decided (the last stable offset past it; past `timeoutMs`, an OpenTransactionError naming the
+   * transaction still open there), then reads it read_committed, which leaves an aborted record
+   * out. null: the offset is no longer in the log (retention), so the log cannot tell.
+   */
+  async isCommitted(partition: number, offset: number, timeoutMs: number): Promise<boolean | null> {
+    const deadline = performance.now() + timeoutMs;
+    let bounds = await this.bounds(partition);
+    while (bounds.stable <= offset) {
+      if (performance.now() >= deadline)
+        throw new OpenTransactionError(
+          this.topic,
+          partition,
+          this.partitions.find((p) => p.partitionId === partition)?.leader,
+          bounds.stable,
+          offset + 1,
+          timeoutMs,
+        );
+      await sleep(DECIDED_POLL_MS);
+      bounds = await this.bounds(partition);
+    }
+    if (offset < bounds.earliest) return null;
+    let found = false;
+    await this.scan(partition, offset, offset + 1, (m) => {
+      if (Number(m.offset) === offset) found = true;
+    });
+    return found;
+  }
+
   /** Calls `each` for every committed record of the partition in [from, end), in offset order. */
   async scan(partition: number, from: number, end: number, each: (r: LogRecord) => void): Promise<void> {
     const broker = await this.#broker(partition);

@@ -1,10 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import type { CompressionTypes, Kafka, Message, Producer, ProducerConfig, Transaction } from 'kafkajs';
+import type {
+  CompressionTypes,
+  Kafka,
+  Message,
+  Producer,
+  ProducerConfig,
+  RecordMetadata,
+  Transaction,
+} from 'kafkajs';
 import { ErrorCode, errorMessage, RelayError } from '../../errors.ts';
 import { idRanges } from '../../lifecycle/id-ranges.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { classifyKafkaError, isFenced } from './kafka-errors.ts';
-import { OpenTransactionError } from './kafka-log-reader.ts';
+import { OpenTransactionError, TopicLog } from './kafka-log-reader.ts';
 import { encodeProgress, type KafkaProgress, readLatestProgress } from './kafka-progress.ts';
 import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition-acks.ts';
 
@@ -47,6 +55,15 @@ interface Unresolved {
   /** The batch's event ids, joined: a retry of the same batch is told by it. */
   key: string;
   ids: readonly string[];
+  /** Where its first event record went (the broker's answer): the data's own word on the outcome. */
+  probe: Probe | null;
+}
+
+/** One record a transaction wrote: its topic, partition and offset. */
+interface Probe {
+  topic: string;
+  partition: number;
+  offset: number;
 }
 
 /** The outbox id of a message (the sink hands over its OutboundMessages as kafkajs Messages). */
@@ -71,6 +88,8 @@ export class TransactionalPublisher {
   /** Whether #lastToken was ever set: the first read after our own fencing accepts any token. */
   #knowsLast = false;
   #unresolved: Unresolved | null = null;
+  /** The last transaction of unknown outcome found committed: its batch, sent again, is not sent twice. */
+  #committedUnknown: Unresolved | null = null;
   /** Other processes' tokens this relay read as the last record (at start; a few per process). */
   readonly #readTokens = new Set<string>();
   readonly #pending = new Set<string>();
@@ -139,7 +158,7 @@ export class TransactionalPublisher {
       // end it empty (no EndTxn is sent for a transaction with no partitions).
       const t = await p.transaction();
       await t.abort();
-      if (replacing) this.#check((await this.#read(true))?.token ?? null, true);
+      if (replacing) await this.#settle((await this.#read(true))?.token ?? null);
       abandonedMeanwhile();
     } catch (e) {
       await p.disconnect().catch(() => {});
@@ -247,6 +266,7 @@ export class TransactionalPublisher {
     if (u && token === u.token) {
       for (const id of u.ids) this.#pending.add(id);
       this.#unresolved = null;
+      this.#committedUnknown = u;
       this.#lastToken = token;
       this.commits++;
       this.#log.info({ token }, 'the transaction of unknown outcome committed');
@@ -258,6 +278,53 @@ export class TransactionalPublisher {
     this.#lastToken = token;
     this.#knowsLast = true;
     if (token !== null && !this.#own(token)) this.#readTokens.add(token);
+  }
+
+  /**
+   * #check after a whole read, when the progress record says that a transaction of unknown outcome
+   * did not commit: its data is asked first. Kafka commits a transaction's records on every
+   * partition together, so the two agree — unless a marker went missing on one partition and that
+   * "hanging" transaction was aborted there by hand (docs/operations.md#hanging-transaction: after
+   * a broker's kill -9, the commit marker of the progress topic's part can be missing, and
+   * `kafka-transactions.sh abort` then turns a committed transaction's progress record into an
+   * aborted one while its events stay committed). Taking the progress record's word then would send
+   * those events again: duplicates for a read_committed consumer. The record at the transaction's
+   * first event offset decides instead; its ids join `pending`, so the next progress record and
+   * PostgreSQL's record hold them.
+   */
+  async #settle(token: string | null): Promise<void> {
+    const u = this.#unresolved;
+    const older = !this.#knowsLast || token === this.#lastToken;
+    if (!u?.probe || token === u.token || !older || !(await this.#dataCommitted(u.probe))) {
+      this.#check(token, true);
+      return;
+    }
+    for (const id of u.ids) this.#pending.add(id);
+    this.#unresolved = null;
+    this.#committedUnknown = u;
+    this.#lastToken = token;
+    this.#knowsLast = true;
+    if (token !== null && !this.#own(token)) this.#readTokens.add(token);
+    this.commits++;
+    this.#log.warn(
+      { token: u.token, probe: u.probe, progressTopic: this.#c.progressTopic },
+      "exactly-once: the transaction of unknown outcome committed its events, but its progress record is not committed (Kafka's transaction markers disagree: a hanging transaction on the progress topic aborted by hand?); taken as committed: its events are not sent again",
+    );
+  }
+
+  /** Whether the record at `p` is committed (the data's own word); null from the log (gone) reads as not. */
+  async #dataCommitted(p: Probe): Promise<boolean> {
+    let log: TopicLog | null = null;
+    try {
+      log = await TopicLog.open(this.#kafka, p.topic);
+      return (await log.isCommitted(p.partition, p.offset, this.#c.transactionTimeoutMs)) === true;
+    } catch (e) {
+      throw new Error(
+        `cannot tell whether the Kafka transaction of unknown outcome committed (its first event: ${p.topic} partition ${p.partition} offset ${p.offset}): ${errorMessage(e)}`,
+      );
+    } finally {
+      await log?.close();
+    }
   }
 
   #foreignRecord(token: string | null): RelayError {
@@ -308,8 +375,19 @@ export class TransactionalPublisher {
   async committed(): Promise<KafkaProgress | null> {
     await this.#ready();
     const latest = await this.#read(true);
-    this.#check(latest?.token ?? null, true);
-    return latest;
+    await this.#settle(latest?.token ?? null);
+    if (this.#pending.size === 0) return latest;
+    // Ids Kafka holds that its latest record may leave out (a transaction of unknown outcome
+    // found committed by its data, #settle): the caller records the union in PostgreSQL.
+    const pending = idRanges([...this.#pending]).slice(1, -1);
+    const recorded = latest?.published.slice(1, -1) ?? '';
+    return {
+      v: 1,
+      id: this.#c.transactionalId,
+      token: latest?.token ?? '',
+      ...latest,
+      published: `{${recorded === '' ? pending : `${recorded},${pending}`}}`,
+    };
   }
 
   /** The database timeline of the ids from now on; a change forgets the pending ones (another timeline's). */
@@ -340,7 +418,7 @@ export class TransactionalPublisher {
     // After a lost commit answer the producer was dropped: #ready resolves the outcome first.
     const u = this.#unresolved;
     await this.#ready();
-    if (u && this.#lastToken === u.token && u.key === batchKey(batch)) return;
+    if (u && this.#committedUnknown === u && u.key === batchKey(batch)) return;
     // A stream batch sent again after a part of it committed (a transaction cut by time, below,
     // then a failure): what Kafka holds is not sent again.
     if (progress && this.#pending.size > 0 && batch.some((m) => this.#pending.has(m.event.id)))
@@ -400,13 +478,20 @@ export class TransactionalPublisher {
     const started = performance.now();
     const budget = this.#c.transactionTimeoutMs / 3;
     let to = from;
+    let probe: Probe | null = null;
     try {
       for (;;) {
         const topicMessages = requests[to]!;
         if (progress) for (const t of topicMessages) for (const m of t.messages) ids.push(idOf(m));
         to++;
         const last = to === requests.length || performance.now() - started > budget;
-        await this.#send(txn, last ? [...topicMessages, record()] : topicMessages, send, ledger);
+        const responses = await this.#send(
+          txn,
+          last ? [...topicMessages, record()] : topicMessages,
+          send,
+          ledger,
+        );
+        probe ??= this.#probeOf(responses);
         if (last) break;
       }
     } catch (e) {
@@ -431,13 +516,13 @@ export class TransactionalPublisher {
       const fenced = this.#fencedOr(e);
       if (fenced !== e) throw fenced;
       // EndTxn sent, answer lost: committed or not, only the progress record can tell.
-      this.#unresolved = { token, key: whole && to === requests.length ? batchKey(whole) : '', ids };
+      this.#unresolved = { token, key: whole && to === requests.length ? batchKey(whole) : '', ids, probe };
       this.#log.warn(
         { err: errorMessage(e), token },
         'the commit of a Kafka transaction failed; its outcome is read back from the progress topic before anything else is sent',
       );
       await this.#ready();
-      if (this.#lastToken === token) return to;
+      if (this.#committedUnknown?.token === token) return to;
       throw e;
     }
     this.commits++;
@@ -452,7 +537,7 @@ export class TransactionalPublisher {
     topicMessages: { topic: string; messages: Message[] }[],
     send: { timeout: number; compression: CompressionTypes },
     ledger: PartitionLedger,
-  ): Promise<void> {
+  ): Promise<RecordMetadata[]> {
     ledger.begin();
     const responses = await txn.sendBatch({
       acks: -1,
@@ -462,6 +547,17 @@ export class TransactionalPublisher {
     });
     const missing = ledger.unacknowledged(responses);
     if (missing.length > 0) throw new UnacknowledgedPartitionsError(missing);
+    return responses;
+  }
+
+  /** The first event record an answer places (not the progress record). */
+  #probeOf(responses: readonly RecordMetadata[]): Probe | null {
+    for (const r of responses) {
+      const offset = Number(r.baseOffset);
+      if (r.topicName !== this.#c.progressTopic && r.errorCode === 0 && offset >= 0)
+        return { topic: r.topicName, partition: r.partition, offset };
+    }
+    return null;
   }
 
   async #ensureTopic(): Promise<void> {
