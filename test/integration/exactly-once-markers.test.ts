@@ -28,17 +28,31 @@ let kafka: KafkaHarness;
 beforeAll(async () => {
   kafka = await startKafka();
   await kafka.createTopic('outbox.event.Marked', 1);
+  await kafka.createTopic('outbox.event.Acked', 1);
 });
 afterAll(async () => {
   await kafka?.stop();
 });
 
-/** A kafkajs client whose producers' next commit runs `before` first and then loses its answer. */
-function losingCommitAnswer(client: Kafka) {
-  const arm: { before: (() => Promise<void>) | null; lost: number; failed?: unknown } = {
-    before: null,
-    lost: 0,
+/**
+ * A publisher on the real broker whose next commit, once armed, first aborts the progress
+ * partition's part of the open transaction (as `kafka-transactions.sh abort` does for a hanging
+ * one: its events and its progress record are written by then), then commits — and with `lose`,
+ * drops the commit's answer. Publishes are retried as the stream retries a failed batch.
+ */
+function markersPublisher(name: string, progressTopic: string) {
+  const topic = kafka.topic(name);
+  const arm: { next: 'answered' | 'lost' | null; done: number; failed?: unknown } = { next: null, done: 0 };
+  const abortProgressPart = async () => {
+    const described = await kafkaTransactions(['describe', kafka.brokers.join(','), progressTopic, '0']);
+    const open = / transaction start (\d+) /.exec(
+      described.out.split('\n').find((l) => !/ transaction start -1 /.test(l)) ?? '',
+    );
+    if (!open) throw new Error(`no open transaction on ${progressTopic}: ${described.out}`);
+    const aborted = await kafkaTransactions(['abort', kafka.brokers.join(','), progressTopic, '0', open[1]!]);
+    if (aborted.status !== 0) throw new Error(`the abort failed: ${aborted.out}`);
   };
+  const client = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING });
   const wrapped = new Proxy(client, {
     get(target, prop, receiver) {
       if (prop !== 'producer') return Reflect.get(target, prop, receiver);
@@ -49,18 +63,19 @@ function losingCommitAnswer(client: Kafka) {
           const txn = await transaction();
           const commit = txn.commit.bind(txn);
           txn.commit = async () => {
-            const before = arm.before;
-            if (!before) return commit();
-            arm.before = null;
+            const how = arm.next;
+            if (!how) return commit();
+            arm.next = null;
             try {
-              await before();
+              await abortProgressPart();
               await commit();
             } catch (e) {
               arm.failed = e;
               throw e;
             }
-            arm.lost++;
-            throw new KafkaJSConnectionError('Connection error: the answer to EndTxn was lost (test)');
+            arm.done++;
+            if (how === 'lost')
+              throw new KafkaJSConnectionError('Connection error: the answer to EndTxn was lost (test)');
           };
           return txn;
         };
@@ -68,91 +83,91 @@ function losingCommitAnswer(client: Kafka) {
       };
     },
   });
-  return { kafka: wrapped, arm };
-}
-
-function messages(ids: number[]): Message[] {
-  return ids.map((id) => ({ key: 'k', value: String(id), event: { id: String(id) } }) as unknown as Message);
-}
-
-describe('exactly-once: a commit of unknown outcome whose progress record was aborted by hand', () => {
-  it('takes the transaction as committed from its events: none is sent again, the progress carries their ids', async () => {
-    const topic = kafka.topic('outbox.event.Marked');
-    const progressTopic = kafka.topic('progress-markers');
-    const client = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING });
-    const { kafka: losing, arm } = losingCommitAnswer(client);
-    const ledger = new PartitionLedger();
-    const producerConfig = {
-      createPartitioner: () => {
-        const partition = Partitioners.DefaultPartitioner();
-        return (args: PartitionerArgs) => {
-          const p = partition(args);
-          ledger.record(args.topic, p);
-          return p;
-        };
-      },
-    };
-    const t = new TransactionalPublisher(
-      losing,
-      producerConfig,
-      { transactionalId: `markers-${Date.now()}`, progressTopic, transactionTimeoutMs: 60_000 },
-      silentLogger(),
+  const ledger = new PartitionLedger();
+  const producerConfig = {
+    createPartitioner: () => {
+      const partition = Partitioners.DefaultPartitioner();
+      return (args: PartitionerArgs) => {
+        const p = partition(args);
+        ledger.record(args.topic, p);
+        return p;
+      };
+    },
+  };
+  const t = new TransactionalPublisher(
+    wrapped,
+    producerConfig,
+    { transactionalId: `markers-${name}-${Date.now()}`, progressTopic, transactionTimeoutMs: 60_000 },
+    silentLogger(),
+  );
+  const send = { timeout: 30_000, compression: CompressionTypes.None };
+  const publish = async (ids: number[]) => {
+    const batch = ids.map((id) => ({ event: { id: String(id) } }));
+    const messages = ids.map(
+      (id) => ({ key: 'k', value: String(id), event: { id: String(id) } }) as unknown as Message,
     );
-    const send = { timeout: 30_000, compression: CompressionTypes.None };
-    // As the stream does: a batch whose publish failed is published again.
-    const publish = async (ids: number[]) => {
-      const batch = ids.map((id) => ({ event: { id: String(id) } }));
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await t.publish(batch, [[{ topic, messages: messages(ids) }]], true, send, ledger);
-          return;
-        } catch (e) {
-          if (attempt >= 3) throw e;
-        }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await t.publish(batch, [[{ topic, messages }]], true, send, ledger);
+        return;
+      } catch (e) {
+        if (attempt >= 3) throw e;
       }
-    };
+    }
+  };
+  const values = async () => (await kafka.readAll(name)).map((r) => Number(r.value!.toString()));
+  return { t, arm, publish, values };
+}
+
+/** The ids an int8multirange text covers. */
+function idsOf(ranges: string): number[] {
+  return ranges
+    .slice(1, -1)
+    .split('),')
+    .filter((r) => r !== '')
+    .flatMap((r) => {
+      const [lo, hi] = r.replace(/[[)]/g, '').split(',').map(Number);
+      return Array.from({ length: hi! - lo! }, (_, i) => lo! + i);
+    });
+}
+
+describe('exactly-once: a progress record aborted by hand while its events committed', () => {
+  it('a commit of unknown outcome is taken as committed from its events: none is sent again, the progress carries their ids', async () => {
+    const { t, arm, publish, values } = markersPublisher('outbox.event.Marked', kafka.topic('progress-lost'));
     await t.start();
     expect((await t.committed())?.published ?? '{}').toBe('{}');
     await publish([1, 2]);
-
-    arm.before = async () => {
-      // The transaction is open: its events and its progress record are written. Abort the
-      // progress partition's part, as `kafka-transactions.sh abort` does for a hanging one.
-      const described = await kafkaTransactions(['describe', kafka.brokers.join(','), progressTopic, '0']);
-      const open = / transaction start (\d+) /.exec(
-        described.out.split('\n').find((l) => !/ transaction start -1 /.test(l)) ?? '',
-      );
-      expect(open, described.out).not.toBeNull();
-      const aborted = await kafkaTransactions([
-        'abort',
-        kafka.brokers.join(','),
-        progressTopic,
-        '0',
-        open![1]!,
-      ]);
-      expect(aborted.status, aborted.out).toBe(0);
-    };
+    arm.next = 'lost';
     await publish([3, 4, 5]);
     expect(arm.failed).toBeUndefined();
-    expect(arm.lost).toBe(1);
+    expect(arm.done).toBe(1);
     await publish([6]);
     expect(t.fenced).toBeNull();
-
-    const values = (await kafka.readAll('outbox.event.Marked')).map((r) => Number(r.value!.toString()));
-    expect(values).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(await values()).toEqual([1, 2, 3, 4, 5, 6]);
     // PostgreSQL records what committed() returns at a stream start: the ids of the transaction
     // whose progress record was aborted are in it.
-    const committed = await t.committed();
-    expect(committed?.published).toMatch(/^\{.*\}$/);
-    const covered = (committed?.published ?? '')
-      .slice(1, -1)
-      .split('),')
-      .filter((r) => r !== '')
-      .flatMap((r) => {
-        const [lo, hi] = r.replace(/[[)]/g, '').split(',').map(Number);
-        return Array.from({ length: hi! - lo! }, (_, i) => lo! + i);
-      });
-    for (const id of [3, 4, 5]) expect(covered).toContain(id);
+    const covered = idsOf((await t.committed())?.published ?? '{}');
+    for (const id of [3, 4, 5, 6]) expect(covered).toContain(id);
+    expect(t.fenced).toBeNull();
+    await t.stop();
+  }, 180_000);
+
+  it('a commit it saw answered: the next stream start reads an older record of its own, which is not a fencing; the ids stay covered', async () => {
+    const { t, arm, publish, values } = markersPublisher('outbox.event.Acked', kafka.topic('progress-acked'));
+    await t.start();
+    await publish([1, 2]);
+    arm.next = 'answered';
+    await publish([3, 4]);
+    expect(arm.failed).toBeUndefined();
+    expect(arm.done).toBe(1);
+    // A stream start (a reconnect): Kafka's latest committed record is the one before [3, 4].
+    const covered = idsOf((await t.committed())?.published ?? '{}');
+    expect(t.fenced).toBeNull();
+    for (const id of [1, 2, 3, 4]) expect(covered).toContain(id);
+    t.recorded('all'); // as the stream start does once PostgreSQL holds them
+    await publish([5]);
+    expect(t.fenced).toBeNull();
+    expect(await values()).toEqual([1, 2, 3, 4, 5]);
     await t.stop();
   }, 180_000);
 });

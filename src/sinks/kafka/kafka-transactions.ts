@@ -272,7 +272,10 @@ export class TransactionalPublisher {
       this.#log.info({ token }, 'the transaction of unknown outcome committed');
       return;
     }
-    if (this.#knowsLast && token !== this.#lastToken) throw this.#foreignRecord(token);
+    if (this.#knowsLast && token !== this.#lastToken) {
+      if (token === null || !this.#own(token)) throw this.#foreignRecord(token);
+      this.#wentBack(token);
+    }
     if (u) this.#log.info({ token: u.token }, 'the transaction of unknown outcome did not commit');
     this.#unresolved = null;
     this.#lastToken = token;
@@ -294,11 +297,12 @@ export class TransactionalPublisher {
    */
   async #settle(token: string | null): Promise<void> {
     const u = this.#unresolved;
-    const older = !this.#knowsLast || token === this.#lastToken;
+    const older = !this.#knowsLast || token === this.#lastToken || (token !== null && this.#own(token));
     if (!u?.probe || token === u.token || !older || !(await this.#dataCommitted(u.probe))) {
       this.#check(token, true);
       return;
     }
+    if (this.#knowsLast && token !== this.#lastToken) this.#wentBack(token!);
     for (const id of u.ids) this.#pending.add(id);
     this.#unresolved = null;
     this.#committedUnknown = u;
@@ -309,6 +313,19 @@ export class TransactionalPublisher {
     this.#log.warn(
       { token: u.token, probe: u.probe, progressTopic: this.#c.progressTopic },
       "exactly-once: the transaction of unknown outcome committed its events, but its progress record is not committed (Kafka's transaction markers disagree: a hanging transaction on the progress topic aborted by hand?); taken as committed: its events are not sent again",
+    );
+  }
+
+  /**
+   * The whole read found an older record of this process's own, not its last commit's: a newer
+   * record's commit marker went missing and that part was aborted by hand (#settle). Not another
+   * relay's write, so not a fencing: every id the lost records held that PostgreSQL has not
+   * recorded yet is still in `pending`, which committed() adds to what it returns.
+   */
+  #wentBack(token: string): void {
+    this.#log.warn(
+      { token, last: this.#lastToken, pending: this.#pending.size },
+      "exactly-once: Kafka's latest committed progress record is an older one of this relay's (a newer one's commit marker went missing and it was aborted by hand?); the ids it leaves out are still held here and recorded from them",
     );
   }
 
