@@ -32,7 +32,9 @@ import { type PartitionLedger, UnacknowledgedPartitionsError } from './partition
  *    makes the coordinator finish the old transaction (abort it, or complete a commit already
  *    prepared; kafkajs retries CONCURRENT_TRANSACTIONS meanwhile) and fences the old epoch.
  *    Then the progress record, read back read_committed, says whether the transaction committed
- *    — the only way to know after an EndTxn whose answer was lost.
+ *    — the only way to know after an EndTxn whose answer was lost; when it says not, the
+ *    transaction's first event record is asked too (#settle: a progress-topic part aborted by
+ *    hand after its commit marker went missing).
  *  - Fencing: a producer told it is fenced, or a progress record written by someone else since
  *    this relay's last commit, ends the relay (PRODUCER_FENCED, exit 75). It never re-initializes
  *    after a foreign write: that would fence the relay that took over and publish again what it
@@ -532,7 +534,8 @@ export class TransactionalPublisher {
       await this.#drop();
       const fenced = this.#fencedOr(e);
       if (fenced !== e) throw fenced;
-      // EndTxn sent, answer lost: committed or not, only the progress record can tell.
+      // EndTxn sent, answer lost: committed or not, only the progress record (and, when it says
+      // not, the events themselves: #settle) can tell.
       this.#unresolved = { token, key: whole && to === requests.length ? batchKey(whole) : '', ids, probe };
       this.#log.warn(
         { err: errorMessage(e), token },
