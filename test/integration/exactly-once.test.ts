@@ -543,6 +543,15 @@ describe('exactly-once on a broker of its own, killed and restarted', () => {
     console.log(
       `exactly-once broker restart: ${seen.length} read, ${duplicates} duplicates, ${aborted} hanging transaction(s) aborted`,
     );
+    if (duplicates > 0 || missing.length > 0)
+      console.log(
+        `the relay's exactly-once decisions:\n${r
+          .logs()
+          .split('\n')
+          .filter((l) => /exactly-once|unknown outcome|commit of a Kafka transaction|fenced/.test(l))
+          .slice(-40)
+          .join('\n')}`,
+      );
     expect(missing.slice(0, 10)).toEqual([]);
     expect(duplicates).toBe(0);
     expect(unique.size).toBe(3000);
