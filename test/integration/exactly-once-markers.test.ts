@@ -29,6 +29,7 @@ beforeAll(async () => {
   kafka = await startKafka();
   await kafka.createTopic('outbox.event.Marked', 1);
   await kafka.createTopic('outbox.event.Acked', 1);
+  await kafka.createTopic('outbox.event.Gone', 1);
 });
 afterAll(async () => {
   await kafka?.stop();
@@ -42,7 +43,13 @@ afterAll(async () => {
  */
 function markersPublisher(name: string, progressTopic: string) {
   const topic = kafka.topic(name);
-  const arm: { next: 'answered' | 'lost' | null; done: number; failed?: unknown } = { next: null, done: 0 };
+  const arm: {
+    next: 'answered' | 'lost' | null;
+    done: number;
+    failed?: unknown;
+    /** Runs after the abort, before the commit. */
+    also?: () => Promise<void>;
+  } = { next: null, done: 0 };
   const abortProgressPart = async () => {
     const described = await kafkaTransactions(['describe', kafka.brokers.join(','), progressTopic, '0']);
     const open = / transaction start (\d+) /.exec(
@@ -68,6 +75,7 @@ function markersPublisher(name: string, progressTopic: string) {
             arm.next = null;
             try {
               await abortProgressPart();
+              await arm.also?.();
               await commit();
             } catch (e) {
               arm.failed = e;
@@ -101,7 +109,7 @@ function markersPublisher(name: string, progressTopic: string) {
     silentLogger(),
   );
   const send = { timeout: 30_000, compression: CompressionTypes.None };
-  const publish = async (ids: number[]) => {
+  const publish = async (ids: number[], beforeRetry?: () => Promise<void>) => {
     const batch = ids.map((id) => ({ event: { id: String(id) } }));
     const messages = ids.map(
       (id) => ({ key: 'k', value: String(id), event: { id: String(id) } }) as unknown as Message,
@@ -112,6 +120,7 @@ function markersPublisher(name: string, progressTopic: string) {
         return;
       } catch (e) {
         if (attempt >= 3) throw e;
+        await beforeRetry?.();
       }
     }
   };
@@ -168,6 +177,25 @@ describe('exactly-once: a progress record aborted by hand while its events commi
     await publish([5]);
     expect(t.fenced).toBeNull();
     expect(await values()).toEqual([1, 2, 3, 4, 5]);
+    await t.stop();
+  }, 180_000);
+
+  it("a commit of unknown outcome whose event topic is gone meanwhile: the progress record's word stands, nothing wedges", async () => {
+    const { t, arm, publish, values } = markersPublisher('outbox.event.Gone', kafka.topic('progress-gone'));
+    await t.start();
+    await publish([1]);
+    arm.next = 'lost';
+    arm.also = () => kafka.deleteTopic('outbox.event.Gone');
+    // The stream sends the batch again, to the topic as recreated.
+    await publish([2, 3], async () => {
+      if (!(await kafka.listTopics()).includes('outbox.event.Gone'))
+        await kafka.createTopic('outbox.event.Gone', 1);
+    });
+    expect(arm.failed).toBeUndefined();
+    expect(arm.done).toBe(1);
+    await publish([4]);
+    expect(t.fenced).toBeNull();
+    expect(await values()).toEqual([2, 3, 4]);
     await t.stop();
   }, 180_000);
 });

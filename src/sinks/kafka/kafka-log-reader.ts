@@ -208,12 +208,15 @@ export class TopicLog {
    * Whether the record at `offset` is committed: first waits until every transaction up to it is
    * decided (the last stable offset past it; past `timeoutMs`, an OpenTransactionError naming the
    * transaction still open there), then reads it read_committed, which leaves an aborted record
-   * out. null: the offset is no longer in the log (retention), so the log cannot tell.
+   * out. null: the offset is not in the log (retention, or the topic was recreated), so the log
+   * cannot tell.
    */
   async isCommitted(partition: number, offset: number, timeoutMs: number): Promise<boolean | null> {
     const deadline = performance.now() + timeoutMs;
     let bounds = await this.bounds(partition);
     while (bounds.stable <= offset) {
+      // Nothing was ever written there, as far as this log knows: the topic was recreated.
+      if ((await this.highWatermark(partition)) <= offset) return null;
       if (performance.now() >= deadline)
         throw new OpenTransactionError(
           this.topic,

@@ -331,13 +331,32 @@ export class TransactionalPublisher {
     );
   }
 
-  /** Whether the record at `p` is committed (the data's own word); null from the log (gone) reads as not. */
+  /**
+   * Whether the record at `p` is committed (the data's own word). A record the log no longer has
+   * (its topic deleted or recreated, retention) cannot tell: the progress record's word stands,
+   * rather than every stream start failing on it (a wedge).
+   */
   async #dataCommitted(p: Probe): Promise<boolean> {
     let log: TopicLog | null = null;
     try {
       log = await TopicLog.open(this.#kafka, p.topic);
-      return (await log.isCommitted(p.partition, p.offset, this.#c.transactionTimeoutMs)) === true;
+      const committed = log.partitions.some((x) => x.partitionId === p.partition)
+        ? await log.isCommitted(p.partition, p.offset, this.#c.transactionTimeoutMs)
+        : null;
+      if (committed === null)
+        this.#log.warn(
+          { probe: p },
+          "exactly-once: the first event record of the transaction of unknown outcome is no longer in Kafka (its topic deleted or recreated, or retention): the progress record's word stands",
+        );
+      return committed === true;
     } catch (e) {
+      if (classifyKafkaError(e).reason === 'UNKNOWN_TOPIC_OR_PARTITION') {
+        this.#log.warn(
+          { probe: p, err: errorMessage(e) },
+          "exactly-once: the topic of the transaction of unknown outcome's first event is gone: the progress record's word stands",
+        );
+        return false;
+      }
       throw new Error(
         `cannot tell whether the Kafka transaction of unknown outcome committed (its first event: ${p.topic} partition ${p.partition} offset ${p.offset}): ${errorMessage(e)}`,
       );
