@@ -182,26 +182,10 @@ export class TopicLog {
    * watermark read at the start; past `whole.timeoutMs`, an error naming the open transaction.
    */
   async decidedBounds(partition: number, whole: WholeRead): Promise<{ earliest: number; stable: number }> {
-    let bounds = await this.bounds(partition);
     const end = await this.highWatermark(partition);
-    const deadline = performance.now() + whole.timeoutMs;
-    let waited = false;
-    while (bounds.stable < end) {
-      if (performance.now() >= deadline)
-        throw new OpenTransactionError(
-          this.topic,
-          partition,
-          this.partitions.find((p) => p.partitionId === partition)?.leader,
-          bounds.stable,
-          end,
-          whole.timeoutMs,
-        );
-      if (!waited) whole.onWait?.(bounds.stable, end);
-      waited = true;
-      await sleep(DECIDED_POLL_MS);
-      bounds = await this.bounds(partition);
-    }
-    return bounds;
+    return (
+      (await this.#decided(partition, end, whole.timeoutMs, whole.onWait)) ?? (await this.bounds(partition))
+    );
   }
 
   /**
@@ -212,29 +196,46 @@ export class TopicLog {
    * cannot tell.
    */
   async isCommitted(partition: number, offset: number, timeoutMs: number): Promise<boolean | null> {
-    const deadline = performance.now() + timeoutMs;
+    const bounds = await this.#decided(partition, offset + 1, timeoutMs);
+    if (bounds === null || offset < bounds.earliest) return null;
+    let found = false;
+    await this.scan(partition, offset, offset + 1, (m) => {
+      if (Number(m.offset) === offset) found = true;
+    });
+    return found;
+  }
+
+  /**
+   * The partition's bounds once its last stable offset reached `end` (every transaction below it
+   * decided); past `timeoutMs`, an OpenTransactionError. null: the log ends before `end` (the
+   * topic was recreated, or the log truncated), so nothing there will ever be decided.
+   */
+  async #decided(
+    partition: number,
+    end: number,
+    timeoutMs: number,
+    onWait?: WholeRead['onWait'],
+  ): Promise<{ earliest: number; stable: number } | null> {
     let bounds = await this.bounds(partition);
-    while (bounds.stable <= offset) {
-      // Nothing was ever written there, as far as this log knows: the topic was recreated.
-      if ((await this.highWatermark(partition)) <= offset) return null;
+    const deadline = performance.now() + timeoutMs;
+    let waited = false;
+    while (bounds.stable < end) {
+      if ((await this.highWatermark(partition)) < end) return null;
       if (performance.now() >= deadline)
         throw new OpenTransactionError(
           this.topic,
           partition,
           this.partitions.find((p) => p.partitionId === partition)?.leader,
           bounds.stable,
-          offset + 1,
+          end,
           timeoutMs,
         );
+      if (!waited) onWait?.(bounds.stable, end);
+      waited = true;
       await sleep(DECIDED_POLL_MS);
       bounds = await this.bounds(partition);
     }
-    if (offset < bounds.earliest) return null;
-    let found = false;
-    await this.scan(partition, offset, offset + 1, (m) => {
-      if (Number(m.offset) === offset) found = true;
-    });
-    return found;
+    return bounds;
   }
 
   /** Calls `each` for every committed record of the partition in [from, end), in offset order. */
