@@ -48,6 +48,8 @@ export class HealthWatch {
   #inflight: Promise<HealthReading> | null = null;
   /** A reading asked for by a state change, to begin once the change is recorded. */
   #next: Promise<HealthReading> | null = null;
+  /** That reading once begun, until it ends: settled() waits for it too. */
+  #rereading: Promise<HealthReading> | null = null;
   readonly #unsubscribe: () => void;
   #closed = false;
 
@@ -99,9 +101,19 @@ export class HealthWatch {
     const before = this.#inflight;
     this.#next ??= Promise.all([recorded, before])
       .catch(() => {})
+      // A reading the timer began meanwhile may predate the record: not joined, waited for.
+      .then(() => this.#inflight?.catch(() => {}))
       .then(() => {
         this.#next = null;
-        return this.#closed ? this.#reading : this.refresh();
+        if (this.#closed) return this.#reading;
+        const r = this.refresh();
+        this.#rereading = r;
+        void r
+          .finally(() => {
+            if (this.#rereading === r) this.#rereading = null;
+          })
+          .catch(() => {});
+        return r;
       });
     return this.#next;
   }
@@ -111,8 +123,8 @@ export class HealthWatch {
    * read: at most one status read).
    */
   async settled(): Promise<HealthReading> {
-    if (this.#next) return this.#next;
-    return this.#reading;
+    // While the state change's reading is under way too: #reading is still the one before it.
+    return this.#next ?? this.#rereading ?? this.#reading;
   }
 
   async #read(): Promise<HealthReading> {
