@@ -7,12 +7,14 @@ import {
   type PartitionerArgs,
   Partitioners,
 } from 'kafkajs';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/observability/logger.ts';
+import { type Logger, silentLogger } from '../../src/observability/logger.ts';
 import { TransactionalPublisher } from '../../src/sinks/kafka/kafka-transactions.ts';
 import { PartitionLedger } from '../../src/sinks/kafka/partition-acks.ts';
-import { kafkaTransactions } from '../support/exactly-once.ts';
+import { kafkaTransactions, openForeignTransaction } from '../support/exactly-once.ts';
 import { type KafkaHarness, startKafka } from '../support/kafka.ts';
+import { waitFor } from '../support/postgres.ts';
 
 /**
  * A commit whose answer was lost, when Kafka's transaction markers disagree: the events committed,
@@ -30,6 +32,7 @@ beforeAll(async () => {
   await kafka.createTopic('outbox.event.Marked', 1);
   await kafka.createTopic('outbox.event.Acked', 1);
   await kafka.createTopic('outbox.event.Gone', 1);
+  await kafka.createTopic('outbox.event.Held', 1);
 });
 afterAll(async () => {
   await kafka?.stop();
@@ -41,7 +44,11 @@ afterAll(async () => {
  * one: its events and its progress record are written by then), then commits — and with `lose`,
  * drops the commit's answer. Publishes are retried as the stream retries a failed batch.
  */
-function markersPublisher(name: string, progressTopic: string) {
+function markersPublisher(
+  name: string,
+  progressTopic: string,
+  o: { log?: Logger; transactionTimeoutMs?: number } = {},
+) {
   const topic = kafka.topic(name);
   const arm: {
     next: 'answered' | 'lost' | null;
@@ -105,11 +112,15 @@ function markersPublisher(name: string, progressTopic: string) {
   const t = new TransactionalPublisher(
     wrapped,
     producerConfig,
-    { transactionalId: `markers-${name}-${Date.now()}`, progressTopic, transactionTimeoutMs: 60_000 },
-    silentLogger(),
+    {
+      transactionalId: `markers-${name}-${Date.now()}`,
+      progressTopic,
+      transactionTimeoutMs: o.transactionTimeoutMs ?? 60_000,
+    },
+    o.log ?? silentLogger(),
   );
   const send = { timeout: 30_000, compression: CompressionTypes.None };
-  const publish = async (ids: number[], beforeRetry?: () => Promise<void>) => {
+  const publish = async (ids: number[], beforeRetry?: () => Promise<void>, attempts = 3) => {
     const batch = ids.map((id) => ({ event: { id: String(id) } }));
     const messages = ids.map(
       (id) => ({ key: 'k', value: String(id), event: { id: String(id) } }) as unknown as Message,
@@ -119,7 +130,7 @@ function markersPublisher(name: string, progressTopic: string) {
         await t.publish(batch, [[{ topic, messages }]], true, send, ledger);
         return;
       } catch (e) {
-        if (attempt >= 3) throw e;
+        if (attempt >= attempts) throw e;
         await beforeRetry?.();
       }
     }
@@ -198,4 +209,42 @@ describe('exactly-once: a progress record aborted by hand while its events commi
     expect(await values()).toEqual([2, 3, 4]);
     await t.stop();
   }, 180_000);
+
+  it("a commit of unknown outcome whose events' partition stays undecided: named at error level with the abort; once it ends, decided by the events", async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const { t, arm, publish, values } = markersPublisher('outbox.event.Held', kafka.topic('progress-held'), {
+      log,
+      transactionTimeoutMs: 15_000,
+    });
+    await t.start();
+    await publish([1]);
+    // Another producer's transaction open on the event partition, as a hanging one would be: the
+    // partition's last stable offset stays below the relay's next events.
+    const open = await openForeignTransaction(kafka.brokers, kafka.topic('outbox.event.Held'), 'held');
+    try {
+      arm.next = 'lost';
+      // Each attempt waits out the transaction timeout while the partition stays undecided.
+      const publishing = publish([2, 3], undefined, 20);
+      await waitFor(() => lines.some((l) => /a transaction has stayed open on the event topic/.test(l.msg)), {
+        timeoutMs: 120_000,
+        message: 'the event partition named',
+      });
+      const named = lines.find((l) => /a transaction has stayed open on the event topic/.test(l.msg))!;
+      expect(named.level).toBe(50);
+      expect(named.msg).toMatch(/ abort --topic \S+outbox\.event\.Held --partition 0 --start-offset \d+/);
+      await open.abort();
+      await publishing;
+    } finally {
+      await open.end();
+    }
+    expect(arm.failed).toBeUndefined();
+    expect(arm.done).toBe(1);
+    expect(lines.some((l) => /the transaction that held the event topic open has ended/.test(l.msg))).toBe(
+      true,
+    );
+    expect(t.fenced).toBeNull();
+    expect(await values()).toEqual([1, 2, 3]);
+    await t.stop();
+  }, 300_000);
 });

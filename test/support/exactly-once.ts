@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
 import { ensureKafkaJars, javaBinary, kafkaVersionFromEnv } from '../../src/dev/local-kafka.ts';
 import type { KafkaHarness } from './kafka.ts';
 import { type TestDatabase, waitFor } from './postgres.ts';
@@ -175,4 +176,32 @@ export async function kafkaTransactions(args: string[]): Promise<{ status: numbe
     { encoding: 'utf8', timeout: 120_000 },
   );
   return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`.trim() };
+}
+
+/**
+ * Another producer's transaction, opened with one record on `topic` and kept open far longer than
+ * a relay's transaction timeout: it stands in for a hanging one (its coordinator no longer knows
+ * it). `end()` aborts it (if still open) and disconnects.
+ */
+export async function openForeignTransaction(
+  brokers: string[],
+  topic: string,
+  idPrefix: string,
+): Promise<{ abort(): Promise<void>; end(): Promise<void> }> {
+  const producer = new Kafka({ brokers, logLevel: logLevel.NOTHING }).producer({
+    transactionalId: `${idPrefix}-${Date.now()}`,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    transactionTimeout: 600_000,
+  });
+  await producer.connect();
+  const open = await producer.transaction();
+  await open.send({ topic, messages: [{ key: 'other', value: '0' }] });
+  return {
+    abort: () => open.abort(),
+    end: async () => {
+      await open.abort().catch(() => {});
+      await producer.disconnect();
+    },
+  };
 }

@@ -108,7 +108,13 @@ export class TransactionalPublisher {
   /** Times the progress topic was found deleted and recreated. */
   progressTopicLosses = 0;
   /** The open transaction the last whole read gave up on: found again by the next, it is reported as hanging. */
-  #stillOpen: { partition: number; startOffset: number; since: number; reported: boolean } | null = null;
+  #stillOpen: {
+    topic: string;
+    partition: number;
+    startOffset: number;
+    since: number;
+    reported: boolean;
+  } | null = null;
 
   constructor(kafka: Kafka, producerConfig: ProducerConfig, c: TransactionalConfig, log: Logger) {
     this.#kafka = kafka;
@@ -198,14 +204,7 @@ export class TransactionalPublisher {
             }
           : undefined,
       );
-      if (whole && this.#stillOpen) {
-        if (this.#stillOpen.reported)
-          this.#log.info(
-            { topic: this.#c.progressTopic, startOffset: this.#stillOpen.startOffset },
-            'exactly-once: the transaction that held the progress topic open has ended',
-          );
-        this.#stillOpen = null;
-      }
+      if (whole && this.#stillOpen?.topic === this.#c.progressTopic) this.#openEnded();
       return latest;
     } catch (e) {
       if (e instanceof OpenTransactionError) this.#openTransaction(e);
@@ -222,11 +221,25 @@ export class TransactionalPublisher {
    * after a broker's kill -9), which never ends by itself. Until an operator aborts it, this relay
    * cannot read its progress, so it publishes nothing: said once at error level, with the command.
    */
+  #openEnded(): void {
+    const o = this.#stillOpen;
+    if (!o) return;
+    if (o.reported)
+      this.#log.info(
+        { topic: o.topic, partition: o.partition, startOffset: o.startOffset },
+        o.topic === this.#c.progressTopic
+          ? 'exactly-once: the transaction that held the progress topic open has ended'
+          : 'exactly-once: the transaction that held the event topic open has ended',
+      );
+    this.#stillOpen = null;
+  }
+
   #openTransaction(e: OpenTransactionError): void {
     const now = performance.now();
     const o = this.#stillOpen;
-    if (!o || o.partition !== e.partition || o.startOffset !== e.startOffset) {
+    if (!o || o.topic !== e.topic || o.partition !== e.partition || o.startOffset !== e.startOffset) {
       this.#stillOpen = {
+        topic: e.topic,
         partition: e.partition,
         startOffset: e.startOffset,
         since: now - e.waitedMs,
@@ -245,8 +258,11 @@ export class TransactionalPublisher {
         end: e.end,
         openSeconds: seconds,
       },
-      `exactly-once: a transaction has stayed open on the progress topic ${e.topic} partition ${e.partition} at offset ${e.startOffset} for ${seconds} s, past this relay's transaction timeout (${this.#c.transactionTimeoutMs} ms) twice: most likely a hanging transaction (its coordinator no longer knows it, so it never ends). ` +
-        `This relay cannot read its progress and publishes nothing until it ends. Unless another producer writes to this topic with a longer transaction timeout, abort it: ` +
+      `exactly-once: a transaction has stayed open on the ${e.topic === this.#c.progressTopic ? 'progress' : 'event'} topic ${e.topic} partition ${e.partition} at offset ${e.startOffset} for ${seconds} s, past this relay's transaction timeout (${this.#c.transactionTimeoutMs} ms) twice: most likely a hanging transaction (its coordinator no longer knows it, so it never ends). ` +
+        (e.topic === this.#c.progressTopic
+          ? 'This relay cannot read its progress and publishes nothing until it ends. '
+          : 'The events of the transaction whose commit answer this relay lost are behind it: it cannot tell whether that transaction committed and publishes nothing until it ends. ') +
+        `Unless another producer writes to this topic with a longer transaction timeout, abort it: ` +
         `kafka-transactions.sh --bootstrap-server <broker> abort --topic ${e.topic} --partition ${e.partition} --start-offset ${e.startOffset} (docs/operations.md#hanging-transaction)`,
     );
   }
@@ -343,6 +359,7 @@ export class TransactionalPublisher {
       const committed = log.partitions.some((x) => x.partitionId === p.partition)
         ? await log.isCommitted(p.partition, p.offset, this.#c.transactionTimeoutMs)
         : null;
+      if (this.#stillOpen?.topic === p.topic) this.#openEnded();
       if (committed === null)
         this.#log.warn(
           { probe: p },
@@ -350,6 +367,8 @@ export class TransactionalPublisher {
         );
       return committed === true;
     } catch (e) {
+      // A hanging transaction on the event partition: named at error level the second time.
+      if (e instanceof OpenTransactionError) this.#openTransaction(e);
       if (classifyKafkaError(e).reason === 'UNKNOWN_TOPIC_OR_PARTITION') {
         this.#log.warn(
           { probe: p, err: errorMessage(e) },
