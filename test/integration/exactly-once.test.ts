@@ -540,11 +540,15 @@ describe('exactly-once on a broker of its own, killed and restarted', () => {
     );
     if (duplicates > 0 || missing.length > 0)
       console.log(
-        `the relay's exactly-once decisions:\n${r
+        `records the sweeper published (x-outbox-delivery: at-least-once): ${
+          records.filter((m) => m.headers['x-outbox-delivery']?.toString() === 'at-least-once').length
+        }; the relay's exactly-once decisions and refusals:\n${r
           .logs()
           .split('\n')
-          .filter((l) => /exactly-once|unknown outcome|commit of a Kafka transaction|fenced/.test(l))
-          .slice(-40)
+          .filter((l) =>
+            /exactly-once|unknown outcome|commit of a Kafka transaction|fenced|failed|refus|sweeper/.test(l),
+          )
+          .slice(-60)
           .join('\n')}`,
       );
     expect(missing.slice(0, 10)).toEqual([]);
