@@ -282,11 +282,7 @@ export class TransactionalPublisher {
       return;
     }
     if (u && token === u.token) {
-      for (const id of u.ids) this.#pending.add(id);
-      this.#unresolved = null;
-      this.#committedUnknown = u;
-      this.#lastToken = token;
-      this.commits++;
+      this.#committedAfterAll(u, token);
       this.#log.info({ token }, 'the transaction of unknown outcome committed');
       return;
     }
@@ -321,17 +317,22 @@ export class TransactionalPublisher {
       return;
     }
     if (this.#knowsLast && token !== this.#lastToken) this.#wentBack(token!);
+    this.#committedAfterAll(u, token);
+    if (token !== null && !this.#own(token)) this.#readTokens.add(token);
+    this.#log.warn(
+      { token: u.token, probe: u.probe, progressTopic: this.#c.progressTopic },
+      "exactly-once: the transaction of unknown outcome committed its events, but its progress record is not committed (Kafka's transaction markers disagree: a hanging transaction on the progress topic aborted by hand?); taken as committed: its events are not sent again",
+    );
+  }
+
+  /** The transaction of unknown outcome committed: its ids are Kafka's; `token` is the latest record read. */
+  #committedAfterAll(u: Unresolved, token: string | null): void {
     for (const id of u.ids) this.#pending.add(id);
     this.#unresolved = null;
     this.#committedUnknown = u;
     this.#lastToken = token;
     this.#knowsLast = true;
-    if (token !== null && !this.#own(token)) this.#readTokens.add(token);
     this.commits++;
-    this.#log.warn(
-      { token: u.token, probe: u.probe, progressTopic: this.#c.progressTopic },
-      "exactly-once: the transaction of unknown outcome committed its events, but its progress record is not committed (Kafka's transaction markers disagree: a hanging transaction on the progress topic aborted by hand?); taken as committed: its events are not sent again",
-    );
   }
 
   /**
