@@ -11,7 +11,32 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { childrenOf, cmdline, procStat, reapedChildrenCpu } from './proc.ts';
 
-export type PgCpu = { walsender: number; statements: number; background: number };
+/**
+ * `backgroundBy`: the background share by process kind (the title's words after "postgres: ",
+ * a database name left out: `autovacuum worker`, `walwriter`, `checkpointer`…; `exited` for
+ * children reaped in the window that were not the walsender).
+ */
+export type PgCpu = {
+  walsender: number;
+  statements: number;
+  background: number;
+  backgroundBy: Record<string, number>;
+};
+
+/** Kinds named by two words: `autovacuum worker`, `logical replication`, `background writer`. */
+const TWO_WORDS = new Set(['autovacuum', 'logical', 'background']);
+
+/**
+ * A background process's kind from its title: `postgres: autovacuum worker db` → `autovacuum
+ * worker`, `postgres: 15/main: walwriter` (a cluster_name before it) → `walwriter`.
+ */
+export function processKind(title: string): string {
+  const words = title
+    .replace(/^postgres:\s*(?:[^\s:]+:\s+)?/, '')
+    .trim()
+    .split(/\s+/);
+  return words.slice(0, TWO_WORDS.has(words[0]!) ? 2 : 1).join(' ') || '?';
+}
 
 type Seen = { title: string; first: number; last: number };
 
@@ -58,7 +83,11 @@ export class PgCpuSampler {
     clearInterval(this.#timer);
     clearInterval(this.#fast);
     this.#sample(false);
-    const out: PgCpu = { walsender: 0, statements: 0, background: 0 };
+    const out: PgCpu = { walsender: 0, statements: 0, background: 0, backgroundBy: {} };
+    const background = (kind: string, cpu: number) => {
+      out.background += cpu;
+      if (cpu > 0) out.backgroundBy[kind] = (out.backgroundBy[kind] ?? 0) + cpu;
+    };
     // Whole-life CPU of children reaped in the window, minus what their last samples showed: the
     // CPU they spent after it. Attributed to the walsender when it is among them.
     const exited = [...this.#seen].filter(([pid]) => procStat(pid) === null);
@@ -68,14 +97,14 @@ export class PgCpuSampler {
     );
     const walsenderExited = exited.some(([pid, s]) => this.#isWalsender(pid, s));
     if (walsenderExited || this.#reapedIsWalsender) out.walsender += unseen;
-    else out.background += unseen;
+    else background('exited', unseen);
     for (const [pid, s] of this.#seen) {
       const used = s.last - s.first;
       if (this.#isWalsender(pid, s)) out.walsender += used;
       else if (s.title.includes('walsender'))
-        out.background += used; // another slot's (none in a drain)
+        background('walsender', used); // another slot's (none in a drain)
       else if (isClientBackend(s.title)) out.statements += used;
-      else out.background += used;
+      else background(processKind(s.title), used);
     }
     return out;
   }

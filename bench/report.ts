@@ -27,7 +27,14 @@ function table(head: string[], rows: (string | number)[][]): void {
 }
 
 function pgSplit(pg: PgCpu, events: number): string {
-  return `walsender ${us(pg.walsender, events).toFixed(1)} µs, statements ${us(pg.statements, events).toFixed(1)} µs, background ${us(pg.background, events).toFixed(1)} µs`;
+  // Who the background was, when it is a tenth of a µs or more: a drain's own cost (the WAL writer
+  // flushing its statements' commits) or the machine's (autovacuum after the backlog's insert).
+  const by = Object.entries(pg.backgroundBy)
+    .map(([k, v]) => [k, us(v, events)] as const)
+    .filter(([, v]) => v >= 0.1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v.toFixed(1)}`);
+  return `walsender ${us(pg.walsender, events).toFixed(1)} µs, statements ${us(pg.statements, events).toFixed(1)} µs, background ${us(pg.background, events).toFixed(1)} µs${by.length ? ` (${by.join(', ')})` : ''}`;
 }
 
 /** One live run: the relay's pass (with the PG floor of its commits) and the Kafka floor's pass, and which went first. */
