@@ -243,12 +243,13 @@ export async function storedSettledCounts(db: Db, table: string): Promise<Map<st
 
 /**
  * The table's heap size in bytes (0 when it cannot be found): what a scan of it reads. A
- * partitioned table's own size is 0: its partitions' are summed (pg_partition_tree lists a plain
- * table alone).
+ * partitioned table's own size is 0: its partitions' are summed. pg_partition_tree lists no row
+ * at all for a plain table (one that is neither partitioned nor a partition): its own size then.
  */
 export async function tableBytes(db: Db, table: string): Promise<number> {
   const r = await db.query<{ b: number }>(
-    'SELECT coalesce(sum(pg_relation_size(relid)), 0)::float8 AS b FROM pg_partition_tree(to_regclass($1))',
+    `SELECT coalesce(sum(pg_relation_size(relid)), pg_relation_size(to_regclass($1)), 0)::float8 AS b
+       FROM pg_partition_tree(to_regclass($1))`,
     [table],
   );
   return Number(r.rows[0]?.b ?? 0);

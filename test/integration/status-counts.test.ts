@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { statusCounts } from '../../src/lifecycle/queries.ts';
+import { statusCounts, tableBytes } from '../../src/lifecycle/queries.ts';
 import { useTestDatabase } from '../support/postgres.ts';
 import { insertEvents, migrateDb } from '../support/relay.ts';
 
@@ -71,5 +71,33 @@ describe('statusCounts without published (the health watch)', () => {
       await client.query('RESET enable_seqscan');
       client.release();
     }
+  });
+});
+
+/**
+ * The sweeper defers its first counts by the table's size (a restarted relay catching up must not
+ * scan a large outbox at once): tableBytes read 0 for every plain table, so a 63 MB outbox was
+ * counted — two scans of ~300 ms, with parallel workers — in the first second of every start.
+ */
+describe('tableBytes (what the sweeper scales its first counts by)', () => {
+  const size = async (sql: string) =>
+    Number((await db.pool.query<{ b: string }>(`SELECT (${sql})::text AS b`)).rows[0]!.b);
+
+  it("is a plain table's own size", async () => {
+    const own = await size(`pg_relation_size('public.outbox')`);
+    expect(own).toBeGreaterThan(0);
+    expect(await tableBytes(db.pool, '"public"."outbox"')).toBe(own);
+  });
+
+  it("is the sum of a partitioned table's partitions, and 0 for a table that does not exist", async () => {
+    await db.pool.query(`CREATE TABLE sized (id int) PARTITION BY RANGE (id);
+      CREATE TABLE sized_a PARTITION OF sized FOR VALUES FROM (0) TO (1000);
+      CREATE TABLE sized_b PARTITION OF sized FOR VALUES FROM (1000) TO (3000);
+      INSERT INTO sized SELECT generate_series(0, 2999)`);
+    const parts = await size(`pg_relation_size('sized_a') + pg_relation_size('sized_b')`);
+    expect(await size(`pg_relation_size('sized_a')`)).toBeGreaterThan(0);
+    expect(await size(`pg_relation_size('sized_b')`)).toBeGreaterThan(0);
+    expect(await tableBytes(db.pool, '"public"."sized"')).toBe(parts);
+    expect(await tableBytes(db.pool, '"public"."no_such_table"')).toBe(0);
   });
 });
