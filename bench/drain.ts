@@ -48,6 +48,7 @@ import { migrate } from '../src/store/migrate.ts';
 import { args } from './args.ts';
 import { applyAutogroup } from './autogroup.ts';
 import { createSlots, currentLsn, dropSlot, insertBulk, insertSingles } from './backlog.ts';
+import { clockStepNote, clockSteps } from './clock.ts';
 import { compressionArgs, compressionTopic, storedBytes } from './compression.ts';
 import { EOS_ARGS, eosLive } from './eos.ts';
 import { createFloorTable, FLOOR_INSERT, FLOOR_PUBLICATION, FLOOR_TOPIC, Floors } from './floors.ts';
@@ -491,6 +492,11 @@ async function main() {
       report.big(a.bigRows, big);
     }
     report.note(`machine: ${machineNote()} at the end`);
+    const stepped = clockStepNote();
+    if (stepped) {
+      report.note(stepped);
+      report.set('clock_steps', clockSteps().length);
+    }
     report.print();
   } finally {
     for (const c of cleanup.reverse()) await c().catch(() => {});

@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { createSlots, dropSlot, SINGLE } from './backlog.ts';
+import { now } from './clock.ts';
 import { type KafkaFloorProcess, startKafkaFloor } from './kafka-floor.ts';
 import { LIVE_WARMUP_MAX_SECONDS, LIVE_WARMUP_SECONDS, type LiveEvents, warmedUp } from './live.ts';
 import { cpuSeconds, jitCpuSeconds, jitQuiet, sleep } from './proc.ts';
@@ -167,7 +168,6 @@ export class Floors {
    * measured the broker's queueing, not a floor.
    */
   async kafkaPass(rate?: number): Promise<KafkaFloor> {
-    const now = () => performance.timeOrigin + performance.now();
     const o = this.#o;
     const settled = jitQuiet([o.brokerPid ?? 0, this.#producer.pid].filter(Boolean));
     const cpu0 = cpuSeconds(this.#producer.pid);

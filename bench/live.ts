@@ -10,10 +10,9 @@ import { writeFileSync } from 'node:fs';
 import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { payload, SINGLE, seqOf } from './backlog.ts';
+import { now } from './clock.ts';
 import { sleep } from './proc.ts';
 import { type Dist, distribution } from './stats.ts';
-
-const now = () => performance.timeOrigin + performance.now();
 
 /**
  * The warm-up before the measured writes: at least `minSeconds`, then on until `settled()` (asked

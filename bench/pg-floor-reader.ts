@@ -13,6 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { ReplicationConnection, walStartOf } from '../src/replication/connection.ts';
 import type { Lsn } from '../src/replication/lsn.ts';
+import { now } from './clock.ts';
 import { insertRelid, insertSeq, relationColumn } from './pgoutput-seq.ts';
 
 const [url, slot, publication, capacity] = process.argv.slice(2);
@@ -36,7 +37,7 @@ await conn.stream(
   { slot: slot!, publication: publication! },
   {
     onData(data, start, end) {
-      const at = performance.timeOrigin + performance.now();
+      const at = now();
       const relid = insertRelid(data, start);
       if (relid >= 0) {
         const seq = insertSeq(data, start, end, payloadColumn.get(relid) ?? -1);

@@ -36,6 +36,7 @@ import { verifyWebhook, webhookKeys } from '../src/dev/webhook-verify.ts';
 import { ELASTICMQ_ENV, queueLength, readerFor } from '../test/support/elasticmq.ts';
 import { ThrowawayNats } from '../test/support/nats-server.ts';
 import { ThrowawayRabbit } from '../test/support/rabbitmq-server.ts';
+import { now } from './clock.ts';
 import type { LiveReader } from './live.ts';
 import {
   startHttpTrivial,
@@ -173,7 +174,7 @@ async function rabbitSink(): Promise<BenchSink> {
           const q = await queueOf(type);
           ch = await (await server.admin()).createChannel();
           await ch.prefetch(1000);
-          await ch.consume(q, (m) => m && onRecord(m.content, performance.timeOrigin + performance.now()), {
+          await ch.consume(q, (m) => m && onRecord(m.content, now()), {
             noAck: true,
           });
         },
@@ -210,7 +211,7 @@ async function httpSink(): Promise<BenchSink> {
       }
       const topic = String(req.headers['outbox-topic']);
       counts.set(topic, (counts.get(topic) ?? 0) + 1);
-      readers.get(topic)?.(body, performance.timeOrigin + performance.now());
+      readers.get(topic)?.(body, now());
       res.writeHead(204).end();
     });
   });

@@ -24,6 +24,7 @@ import { hideKafkajsTimeoutWarnings } from '../src/sinks/kafka/kafkajs/warnings.
 import { migrate } from '../src/store/migrate.ts';
 import { createSlots, payload, seqOf } from './backlog.ts';
 import { parseFlags, usageError } from './cli-flags.ts';
+import { now } from './clock.ts';
 import { postmasterPid } from './pg-cpu.ts';
 import { childrenOf, machineNote, procStat, reapedChildrenCpu, sleep } from './proc.ts';
 import { startRelay } from './relay.ts';
@@ -68,7 +69,6 @@ const SAMPLE_MS = 10_000;
  */
 const rolledBack = (i: number) => rollbackEvery > 0 && i % rollbackEvery === Math.floor(rollbackEvery / 3);
 const refused = (i: number) => refuseEvery > 0 && i % refuseEvery === Math.floor(refuseEvery / 2) + 11;
-const now = () => performance.timeOrigin + performance.now();
 
 /** The relay's flags: the sweeper and retention at soak speed, the dead-letter topic, /metrics. */
 function relayArgs(bootstrap: string[], httpPort: number): string[] {

@@ -1,0 +1,41 @@
+/**
+ * The bench's clock for commit and receipt times: the wall clock — what Kafka's LogAppendTime,
+ * the NATS server, Redis, ElasticMQ and the bench's other processes stamp with — at
+ * sub-millisecond resolution.
+ *
+ * `performance.timeOrigin + performance.now()` alone is the wall clock as it was when the process
+ * started: when the wall clock is stepped later (a virtual machine's clock set by its host), every
+ * time stamped by another process is that far from it. In one full run (docs/benchmarks.md, "Stop
+ * 51") every latency read on another process's clock came out ~5,025 ms — the relay's, the PG
+ * floor's, Debezium's, NATS' — while those read in the bench's own process (webhook receiver,
+ * RabbitMQ consumer, exactly-once consumer) were a few ms. So this clock follows Date.now(): it is
+ * re-anchored whenever it is more than 2 ms away from it (Date.now() has whole milliseconds), and
+ * clockSteps() lists each step it followed.
+ */
+let offset = 0;
+const steps: { at: number; ms: number }[] = [];
+
+export function now(): number {
+  const t = performance.timeOrigin + performance.now() + offset;
+  const wall = Date.now();
+  if (wall - t > 2 || t - wall > 2) {
+    offset += wall - t;
+    steps.push({ at: wall, ms: wall - t });
+    return wall;
+  }
+  return t;
+}
+
+/** The wall clock's steps this process followed: when (ms since the epoch) and by how much. */
+export function clockSteps(): readonly { at: number; ms: number }[] {
+  return steps;
+}
+
+/** A line for the report when the wall clock was stepped during the run, else ''. */
+export function clockStepNote(): string {
+  if (steps.length === 0) return '';
+  const list = steps.map(
+    (s) => `${s.ms >= 0 ? '+' : ''}${s.ms.toFixed(0)} ms at ${new Date(s.at).toISOString()}`,
+  );
+  return `the wall clock was stepped during the run (${list.join(', ')}): latencies of commits on both sides of a step are off by it; the bench's clock followed it (bench/clock.ts)`;
+}
