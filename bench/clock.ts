@@ -12,8 +12,11 @@
  * re-anchored whenever it is more than 2 ms away from it (Date.now() has whole milliseconds), and
  * clockSteps() lists each step it followed.
  */
+/** One step the clock followed: when (ms since the epoch) and by how much (ms). */
+export type ClockStep = { at: number; ms: number };
+
 let offset = 0;
-const steps: { at: number; ms: number }[] = [];
+const steps: ClockStep[] = [];
 
 export function now(): number {
   let t = 0;
@@ -36,8 +39,8 @@ export function now(): number {
   return t;
 }
 
-/** The wall clock's steps this process followed: when (ms since the epoch) and by how much. */
-export function clockSteps(): readonly { at: number; ms: number }[] {
+/** The wall clock's steps this process followed. */
+export function clockSteps(): readonly ClockStep[] {
   return steps;
 }
 
